@@ -1,0 +1,52 @@
+"""pyorb: asyncio CORBA (GIOP/IIOP) with AMH servers and AMI clients.
+
+Importing ``pyorb`` is cheap: the public names load their modules (and
+omniORB) on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyorb.client.client import Client
+    from pyorb.client.proxy import ExceptionHolder, ObjectRef, Poller
+    from pyorb.config import Config
+    from pyorb.giop.errors import ProtocolError
+    from pyorb.idl import compile_idl, load_idl
+    from pyorb.server.dispatch import EventLoopStrategy
+    from pyorb.server.server import Server
+    from pyorb.server.servant import ResponseHandler, amh_skeleton
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Client": "pyorb.client.client",
+    "Config": "pyorb.config",
+    "EventLoopStrategy": "pyorb.server.dispatch",
+    "ExceptionHolder": "pyorb.client.proxy",
+    "ObjectRef": "pyorb.client.proxy",
+    "Poller": "pyorb.client.proxy",
+    "ProtocolError": "pyorb.giop.errors",
+    "ResponseHandler": "pyorb.server.servant",
+    "Server": "pyorb.server.server",
+    "amh_skeleton": "pyorb.server.servant",
+    "compile_idl": "pyorb.idl",
+    "load_idl": "pyorb.idl",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyorb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

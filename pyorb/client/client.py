@@ -1,0 +1,177 @@
+"""The client: a pool of multiplexed connections, one per endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import TracebackType
+from typing import Any, TypeVar
+
+from omniORB import CORBA
+
+from pyorb.client.connection import ClientConnection
+from pyorb.client.invocation import Invocation
+from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
+from pyorb.config import DEFAULT_CONFIG, Config
+from pyorb.giop.ior import IOR, IIOPProfile, parse_reference
+from pyorb.giop.messages import GIOP_1_2, Version
+from pyorb.marshal import Operation, ensure_orb
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Endpoint = tuple[str, int]
+
+
+class Client:
+    """Calls objects on any GIOP server; all calls to one endpoint share one
+    connection, so thousands of calls in flight cost one socket.
+
+    Use it as ``async with Client() as client:``; ``client.resolve(ref, Iface)``
+    gives a proxy whose methods return awaitables.
+    """
+
+    def __init__(self, config: Config = DEFAULT_CONFIG) -> None:
+        self.config = config
+        self._conns: dict[Endpoint, ClientConnection] = {}
+        self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
+        self._closed = False
+        ensure_orb()
+
+    # -- references ------------------------------------------------------------
+    def resolve(self, ref: str | IOR | ObjectRef, interface: type[T] | None = None) -> Any:
+        """A proxy for ``ref`` (IOR string, corbaloc URL, IOR or proxy).
+
+        ``interface`` is the generated stub class (e.g. ``Stock.Quoter``);
+        without it the IOR's type id picks one.  No network traffic: use
+        :meth:`narrow` to have the server confirm the type.
+        """
+        if isinstance(ref, ObjectRef):
+            ior = ref._ior
+        elif isinstance(ref, IOR):
+            ior = ref
+        elif isinstance(ref, str):
+            ior = parse_reference(ref)
+        elif isinstance(ref, CORBA.Object):
+            return self.from_objref(ref, interface)
+        else:
+            raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
+        if interface is None:
+            interface = interface_for(ior.type_id)
+        return proxy_class(interface)(self, ior)
+
+    async def narrow(self, ref: str | IOR | ObjectRef, interface: type[T]) -> Any:
+        """Like :meth:`resolve`, but asks the server (``_is_a``) first.
+
+        Raises CORBA.BAD_PARAM if the object does not implement ``interface``.
+        """
+        obj = self.resolve(ref, interface)
+        if not await obj._is_a(interface._NP_RepositoryId):  # type: ignore[attr-defined]
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+        return obj
+
+    def from_objref(self, omni_ref: Any, interface: type | None = None) -> Any:
+        """A pyorb proxy for an omniORB object reference (None stays None)."""
+        if omni_ref is None:
+            return None
+        ior_text = ensure_orb().object_to_string(omni_ref)
+        return self.resolve(IOR.from_string(ior_text), interface)
+
+    # -- invocation ------------------------------------------------------------
+    def invoke(self, target: IOR, op: Operation, args: tuple, timeout: float | None) -> asyncio.Future[Any]:
+        """Start a call; the returned future gets the result or the exception."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        inv = Invocation(op, args, fut, self._retarget, self.from_objref)
+        fut.add_done_callback(inv.finished)
+        if timeout is not None:
+            inv.timer = loop.call_later(timeout, inv.timed_out)
+        self._send(inv, target)
+        return fut
+
+    def _send(self, inv: Invocation, target: IOR) -> None:
+        profile = target.iiop
+        if profile is None:
+            inv.fail(CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO))
+            return
+        version = _version(profile, self.config.giop_version)
+        endpoint = (profile.host, profile.port)
+        conn = self._conns.get(endpoint)
+        if conn is not None and conn.is_open:
+            conn.start(inv, profile.object_key, version)
+            return
+        task = asyncio.get_running_loop().create_task(self._connect_and_start(inv, endpoint, profile.object_key, version))
+        inv.future.add_done_callback(lambda _f: task.cancel() if not task.done() else None)
+
+    async def _connect_and_start(self, inv: Invocation, endpoint: Endpoint, key: bytes, version: Version) -> None:
+        try:
+            conn = await self.connection(*endpoint)
+        except CORBA.SystemException as exc:
+            inv.fail(exc)
+            return
+        if not inv.future.done():
+            conn.start(inv, key, version)
+
+    def _retarget(self, inv: Invocation, target: IOR) -> None:
+        if inv.forwards > self.config.max_forwards:
+            inv.fail(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
+            return
+        inv.conn = None
+        self._send(inv, target)
+
+    # -- connections -----------------------------------------------------------
+    async def connection(self, host: str, port: int) -> ClientConnection:
+        """The open connection to ``host:port``, connecting if needed.
+
+        Raises CORBA.TRANSIENT if the endpoint refuses or does not answer.
+        """
+        if self._closed:
+            raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+        endpoint = (host, port)
+        conn = self._conns.get(endpoint)
+        if conn is not None and conn.is_open:
+            return conn
+        waiting = self._connecting.get(endpoint)
+        if waiting is None:
+            waiting = asyncio.ensure_future(self._open(endpoint))
+            self._connecting[endpoint] = waiting
+            waiting.add_done_callback(lambda _f: self._connecting.pop(endpoint, None))
+        return await asyncio.shield(waiting)
+
+    async def _open(self, endpoint: Endpoint) -> ClientConnection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: ClientConnection(self.config, self._forget), *endpoint),
+                self.config.connect_timeout,
+            )
+        except (OSError, asyncio.TimeoutError) as exc:
+            log.info("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
+            raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO) from None
+        self._conns[endpoint] = conn
+        return conn
+
+    def _forget(self, conn: ClientConnection) -> None:
+        for endpoint, c in list(self._conns.items()):
+            if c is conn:
+                del self._conns[endpoint]
+
+    async def close(self) -> None:
+        """Close every connection; calls still pending fail with COMM_FAILURE."""
+        self._closed = True
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for conn in conns:
+            conn.close()
+        await asyncio.gather(*(c.wait_closed() for c in conns))
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+def _version(profile: IIOPProfile, highest: Version) -> Version:
+    return min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[return-value]

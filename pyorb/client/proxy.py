@@ -1,0 +1,196 @@
+"""Object references and the per-interface proxy classes.
+
+A proxy method returns an awaitable at once (AMI as futures): many calls can
+be in flight on one connection.  For parity with CORBA AMI each operation
+also has a callback form, ``sendc_<op>(handler, *args)``, and a polling
+form, ``sendp_<op>(*args)`` returning a :class:`Poller`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import keyword
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+import omniORB
+from omniORB import CORBA
+
+from pyorb import marshal
+from pyorb.giop.ior import IOR
+from pyorb.marshal import Operation, ensure_orb
+
+if TYPE_CHECKING:
+    from pyorb.client.client import Client
+
+_DEFAULT = object()
+IS_A = Operation("_is_a", (((18, 0),), (8,), None))
+NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
+
+
+class ObjectRef:
+    """A reference to a CORBA object, bound to the client that calls it."""
+
+    __slots__ = ("_client", "_ior")
+    _interface: type | None = None
+
+    def __init__(self, client: Client, ior: IOR) -> None:
+        self._client = client
+        self._ior = ior
+
+    def _invoke(self, op: Operation, args: tuple, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+        if timeout is _DEFAULT:
+            timeout = self._client.config.call_timeout
+        return self._client.invoke(self._ior, op, args, timeout)
+
+    def _is_a(self, repo_id: str, *, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+        """Ask the server whether the object implements ``repo_id``."""
+        return self._invoke(IS_A, (repo_id,), timeout)
+
+    def _non_existent(self, *, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+        """Ask the server whether the object is gone."""
+        return self._invoke(NON_EXISTENT, (), timeout)
+
+    def _narrow(self, interface: type) -> Any:
+        """The same reference seen as ``interface`` (no remote check)."""
+        return proxy_class(interface)(self._client, self._ior)
+
+    def _to_omni(self) -> Any:
+        """This reference as an omniORB object reference (for the marshaler)."""
+        return ensure_orb().string_to_object(self._ior.to_string())
+
+    @property
+    def ior(self) -> IOR:
+        return self._ior
+
+    def __str__(self) -> str:
+        return self._ior.to_string()
+
+    def __repr__(self) -> str:
+        profile = self._ior.iiop
+        where = f"{profile.host}:{profile.port}" if profile else "no IIOP profile"
+        return f"<{type(self).__name__} {self._ior.type_id or '?'} at {where}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectRef) and other._ior == self._ior
+
+    def __hash__(self) -> int:
+        return hash(self._ior)
+
+
+class ExceptionHolder:
+    """What an AMI reply handler's ``<op>_excep`` receives."""
+
+    __slots__ = ("exception",)
+
+    def __init__(self, exception: BaseException) -> None:
+        self.exception = exception
+
+    def raise_exception(self) -> None:
+        raise self.exception
+
+
+class Poller:
+    """The polling form of a call (``sendp_<op>``): poll it or await it."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self._future = future
+
+    def is_ready(self) -> bool:
+        return self._future.done()
+
+    def result(self) -> Any:
+        """The reply now: its value, or its exception raised.
+
+        Raises CORBA.TIMEOUT if the reply has not arrived yet (a poll with a
+        zero timeout, as in CORBA Messaging).
+        """
+        if not self._future.done():
+            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)
+        return self._future.result()
+
+    def __await__(self) -> Any:
+        return self._future.__await__()
+
+
+def _deliver_to_handler(handler: Any, name: str) -> Callable[[asyncio.Future[Any]], None]:
+    def done(fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is None:
+            value = fut.result()
+            method = getattr(handler, name)
+            if isinstance(value, tuple):
+                method(*value)
+            elif value is None:
+                method()
+            else:
+                method(value)
+        else:
+            getattr(handler, name + "_excep")(ExceptionHolder(exc))
+
+    return done
+
+
+def _make_methods(op: Operation, attr: str) -> dict[str, Any]:
+    def call(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+        return self._invoke(op, args, timeout)
+
+    def sendc(self: ObjectRef, handler: Any, *args: Any, timeout: Any = _DEFAULT) -> None:
+        self._invoke(op, args, timeout).add_done_callback(_deliver_to_handler(handler, attr))
+
+    def sendp(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> Poller:
+        return Poller(self._invoke(op, args, timeout))
+
+    call.__name__ = attr
+    call.__doc__ = f"Invoke ``{op.name}``; returns an awaitable of its result."
+    sendc.__name__ = "sendc_" + attr
+    sendp.__name__ = "sendp_" + attr
+    return {attr: call, "sendc_" + attr: sendc, "sendp_" + attr: sendp}
+
+
+_proxy_classes: dict[type | None, type[ObjectRef]] = {None: ObjectRef}
+
+
+def proxy_class(interface: type | None) -> type[ObjectRef]:
+    """The proxy class for a generated stub class such as ``Stock.Quoter``."""
+    cls = _proxy_classes.get(interface)
+    if cls is None:
+        assert interface is not None
+        methods: dict[str, Any] = {"__slots__": (), "_interface": interface}
+        for name in dir(interface):
+            if name.startswith("_d_"):
+                wire = name[3:]
+                attr = "_" + wire if keyword.iskeyword(wire) else wire
+                methods.update(_make_methods(Operation(wire, getattr(interface, name)), attr))
+        if not any(n.startswith("_d_") for n in dir(interface)):
+            raise TypeError(f"{interface!r} is not a generated interface stub class")
+        cls = type(interface.__name__, (ObjectRef,), methods)
+        cls.__qualname__ = f"{interface.__module__}.{interface.__name__} (pyorb proxy)"
+        _proxy_classes[interface] = cls
+    return cls
+
+
+def interface_for(repo_id: str) -> type | None:
+    """The generated stub class for ``repo_id``, if its IDL is loaded."""
+    objref_cls = omniORB.objrefMapping.get(repo_id)
+    if objref_cls is None:
+        return None
+    name = objref_cls.__name__.removeprefix("_objref_")
+    module = sys.modules.get(objref_cls.__module__)
+    found = getattr(module, name, None)
+    if isinstance(found, type) and any(n.startswith("_d_") for n in dir(found)):
+        return found
+    return None
+
+
+def _to_omni(value: Any) -> Any:
+    if isinstance(value, ObjectRef):
+        return value._to_omni()
+    raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+
+
+marshal.set_objref_hook(_to_omni)

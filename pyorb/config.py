@@ -1,0 +1,53 @@
+"""Configuration: one frozen, validated dataclass passed down explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyorb.giop.messages import GIOP_1_2, SUPPORTED_VERSIONS, Version
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings shared by pyorb servers and clients.
+
+    Every limit has a default that suits a middle tier; all are checked here
+    so that a bad value fails at construction, not under load.
+    """
+
+    max_message_size: int = 64 * MiB
+    """Largest GIOP message accepted or sent (a reassembled fragment train counts whole)."""
+    max_fragment_trains: int = 32
+    """Fragmented messages that may be in reassembly at once on one connection."""
+    read_timeout: float = 30.0
+    """Seconds a partly received message (or fragment train) may stall before the connection is dropped."""
+    call_timeout: float | None = None
+    """Default per-call timeout of the client in seconds (None: wait for the reply or a connection failure)."""
+    connect_timeout: float = 10.0
+    """Seconds the client waits for a TCP connection before raising TRANSIENT."""
+    giop_version: Version = GIOP_1_2
+    """Highest GIOP version the client speaks (the IOR's profile may lower it)."""
+    little_endian: bool = True
+    """Byte order of the messages the client sends (servers answer in the request's order)."""
+    max_forwards: int = 8
+    """LOCATION_FORWARD hops a client follows for one call before giving up with TRANSIENT."""
+
+    def __post_init__(self) -> None:
+        if self.max_message_size < 1024:
+            raise ValueError(f"max_message_size must be at least 1024 bytes, got {self.max_message_size}")
+        if self.max_fragment_trains < 1:
+            raise ValueError(f"max_fragment_trains must be at least 1, got {self.max_fragment_trains}")
+        for name in ("read_timeout", "connect_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.call_timeout is not None and self.call_timeout <= 0:
+            raise ValueError(f"call_timeout must be positive or None, got {self.call_timeout}")
+        if self.giop_version not in SUPPORTED_VERSIONS:
+            raise ValueError(f"giop_version must be one of {SUPPORTED_VERSIONS}, got {self.giop_version}")
+        if self.max_forwards < 0:
+            raise ValueError(f"max_forwards must not be negative, got {self.max_forwards}")
+
+
+DEFAULT_CONFIG = Config()

@@ -1,0 +1,311 @@
+"""The sans-IO GIOP connection: bytes in, messages out (in the manner of h11).
+
+The transport feeds whatever it reads to :meth:`GIOPConnection.receive_data`
+and calls :meth:`GIOPConnection.next_event` until it returns ``NEED_DATA``;
+it writes whatever :meth:`GIOPConnection.send` returns.  The connection
+frames messages, checks every limit on a header before buffering what the
+header announces, reassembles fragment trains and checks that each message
+is one this side may receive.
+
+A :class:`ProtocolError` from :meth:`next_event` is final: the connection
+stays dead and raises it again.  The transport then sends
+:meth:`message_error_bytes` if the error says so, and closes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from pyorb.giop.codec import HEADER_SIZE, Header, decode_body, encode, message_error, parse_header
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.messages import (
+    CLOSED,
+    GIOP_1_1,
+    GIOP_1_2,
+    NEED_DATA,
+    CancelRequest,
+    CloseConnection,
+    Event,
+    LocateReply,
+    LocateRequest,
+    Message,
+    MessageError,
+    MsgType,
+    Reply,
+    Request,
+    Version,
+)
+
+
+class Role(enum.Enum):
+    """Which end of the connection we are."""
+
+    CLIENT = "client"
+    SERVER = "server"
+
+
+# What each role may receive; each role sends what the other receives.
+_RECEIVES: dict[Role, frozenset[MsgType]] = {
+    Role.SERVER: frozenset(
+        {
+            MsgType.REQUEST,
+            MsgType.CANCEL_REQUEST,
+            MsgType.LOCATE_REQUEST,
+            MsgType.CLOSE_CONNECTION,  # GIOP 1.2 bidirectional peers may send it
+            MsgType.MESSAGE_ERROR,
+            MsgType.FRAGMENT,
+        }
+    ),
+    Role.CLIENT: frozenset(
+        {
+            MsgType.REPLY,
+            MsgType.LOCATE_REPLY,
+            MsgType.CLOSE_CONNECTION,
+            MsgType.MESSAGE_ERROR,
+            MsgType.FRAGMENT,
+        }
+    ),
+}
+_MESSAGE_TYPES: dict[type, MsgType] = {
+    Request: MsgType.REQUEST,
+    Reply: MsgType.REPLY,
+    CancelRequest: MsgType.CANCEL_REQUEST,
+    LocateRequest: MsgType.LOCATE_REQUEST,
+    LocateReply: MsgType.LOCATE_REPLY,
+    CloseConnection: MsgType.CLOSE_CONNECTION,
+    MessageError: MsgType.MESSAGE_ERROR,
+}
+_OTHER_ROLE = {Role.CLIENT: Role.SERVER, Role.SERVER: Role.CLIENT}
+
+# GIOP 1.1 allows a single train at a time, so it needs no request id key.
+_GIOP_1_1_TRAIN = None
+# Compact the receive buffer once this many consumed bytes sit at its front.
+_COMPACT_AFTER = 64 * 1024
+
+
+@dataclass(slots=True)
+class _Train:
+    """A fragmented message being reassembled."""
+
+    header: Header  # of the initial message
+    body: bytearray = field(default_factory=bytearray)
+
+
+class GIOPConnection:
+    """State machine for one GIOP connection, seen from ``role``.
+
+    ``max_message_size`` bounds the body of one message, and the reassembled
+    body of a fragment train; ``max_fragment_trains`` bounds how many trains
+    (GIOP 1.2 interleaves them by request id) may be open at once.
+    """
+
+    def __init__(
+        self,
+        role: Role,
+        *,
+        max_message_size: int = 64 * 1024 * 1024,
+        max_fragment_trains: int = 32,
+    ) -> None:
+        self.role = role
+        self.max_message_size = max_message_size
+        self.max_fragment_trains = max_fragment_trains
+        self.peer_version: Version = GIOP_1_2
+        """Version of the last message header received (GIOP 1.2 until one is)."""
+        self.peer_little_endian = True
+        self._receives = _RECEIVES[role]
+        self._sends = _RECEIVES[_OTHER_ROLE[role]]
+        self._buf = bytearray()
+        self._pos = 0  # start of the unconsumed bytes in _buf
+        self._header: Header | None = None  # checked header of the next message
+        self._train_key: int | None = None  # the train the next Fragment continues
+        self._train_key_known = False
+        self._trains: dict[int | None, _Train] = {}
+        self._eof = False
+        self._error: ProtocolError | None = None
+
+    # ------------------------------------------------------------ public API
+
+    @property
+    def in_progress(self) -> bool:
+        """True while part of a message or an unfinished fragment train is held.
+
+        A transport runs a read timeout while this is true: a peer may stop
+        in the middle of a train and never send its final fragment.
+        """
+        return len(self._buf) > self._pos or bool(self._trains)
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed bytes read from the peer; ``b""`` means the peer closed (EOF)."""
+        if self._error is not None:
+            return  # a dead connection buffers nothing more
+        if not data:
+            self._eof = True
+            return
+        if self._eof:
+            raise RuntimeError("received data after EOF")
+        self._compact()
+        self._buf += data
+
+    def next_event(self) -> Event:
+        """The next complete message, ``NEED_DATA`` or (after EOF) ``CLOSED``."""
+        if self._error is not None:
+            raise ProtocolError(
+                self._error.reason, send_message_error=self._error.send_message_error
+            )
+        try:
+            return self._next_event()
+        except ProtocolError as exc:
+            self._error = exc
+            self._buf = bytearray()
+            self._pos = 0
+            self._trains.clear()
+            raise
+
+    def send(self, msg: Message) -> bytes:
+        """The bytes for ``msg``, after checking this role may send it."""
+        msg_type = _MESSAGE_TYPES.get(type(msg))
+        if msg_type is None:
+            raise TypeError(f"not a GIOP message: {msg!r}")
+        if msg_type not in self._sends:
+            raise ValueError(f"a {self.role.name} must not send {msg_type.name}")
+        return encode(msg)
+
+    def message_error_bytes(self) -> bytes:
+        """A MessageError in the peer's GIOP version, to send after a ProtocolError."""
+        return message_error(self.peer_version, self.peer_little_endian)
+
+    # ------------------------------------------------------------ framing
+
+    def _compact(self) -> None:
+        # Called only from receive_data, when no memoryview of _buf exists.
+        if self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif self._pos >= _COMPACT_AFTER:
+            del self._buf[: self._pos]
+            self._pos = 0
+
+    def _next_event(self) -> Event:
+        while True:
+            hdr = self._ready_header()
+            if hdr is None:
+                return self._starved()
+            start = self._pos + HEADER_SIZE
+            end = start + hdr.size
+            if end > len(self._buf):
+                return self._starved()
+            self._pos = end
+            self._header = None
+            msg = self._consume(hdr, start, end)
+            if msg is not None:
+                return msg
+
+    def _starved(self) -> Event:
+        if not self._eof:
+            return NEED_DATA
+        if self.in_progress:
+            raise ProtocolError("peer closed in the middle of a message", send_message_error=False)
+        return CLOSED
+
+    def _ready_header(self) -> Header | None:
+        """The checked header of the next message, or None until enough bytes are in."""
+        if self._header is None:
+            if len(self._buf) - self._pos < HEADER_SIZE:
+                return None
+            self._header = self._check_header(parse_header(self._buf, self._pos))
+            self._train_key_known = False
+        hdr = self._header
+        if hdr.msg_type is MsgType.FRAGMENT and not self._train_key_known:
+            # A GIOP 1.2 fragment names its train by the request id after the
+            # header: wait for it, so the train's limit is checked before the
+            # body is buffered.
+            if hdr.version == GIOP_1_2 and len(self._buf) - self._pos < HEADER_SIZE + 4:
+                return None
+            self._train_key = self._check_fragment(hdr)
+            self._train_key_known = True
+        return hdr
+
+    def _check_header(self, hdr: Header) -> Header:
+        self.peer_version = hdr.version
+        self.peer_little_endian = hdr.little_endian
+        if hdr.msg_type not in self._receives:
+            raise ProtocolError(f"a {self.role.name} cannot receive {hdr.msg_type.name}")
+        if hdr.size > self.max_message_size:
+            raise ProtocolError(
+                f"message of {hdr.size} bytes exceeds the limit of {self.max_message_size}"
+            )
+        if hdr.msg_type is MsgType.FRAGMENT:
+            if not self._trains:
+                raise ProtocolError("Fragment without a fragmented message to continue")
+            if hdr.version == GIOP_1_2 and hdr.size < 4:
+                raise ProtocolError("GIOP 1.2 Fragment too short for its request id")
+        elif hdr.more_fragments:
+            self._check_new_train(hdr)
+        return hdr
+
+    # ------------------------------------------------------------ fragments
+
+    def _check_new_train(self, hdr: Header) -> None:
+        if len(self._trains) >= self.max_fragment_trains:
+            raise ProtocolError(f"more than {self.max_fragment_trains} fragment trains")
+        if hdr.version == GIOP_1_1 and _GIOP_1_1_TRAIN in self._trains:
+            raise ProtocolError("GIOP 1.1 allows one fragmented message at a time")
+        if hdr.version == GIOP_1_2 and hdr.size < 4:
+            raise ProtocolError("fragmented GIOP 1.2 message too short for a request id")
+
+    def _check_fragment(self, hdr: Header) -> int | None:
+        """The key of the train this fragment continues, after checking limits."""
+        if hdr.version == GIOP_1_2:  # _check_header made sure the request id is there
+            key: int | None = _read_ulong(self._buf, self._pos + HEADER_SIZE, hdr.little_endian)
+            data_size = hdr.size - 4
+        else:
+            key = _GIOP_1_1_TRAIN
+            data_size = hdr.size
+        train = self._trains.get(key)
+        if train is None:
+            raise ProtocolError(f"Fragment for no fragmented message (request id {key})")
+        if train.header.version != hdr.version:
+            raise ProtocolError("Fragment version differs from the fragmented message")
+        if len(train.body) + data_size > self.max_message_size:
+            raise ProtocolError(
+                f"fragmented message exceeds the limit of {self.max_message_size} bytes"
+            )
+        return key
+
+    def _consume(self, hdr: Header, start: int, end: int) -> Message | None:
+        """Handle the complete message in _buf[start:end]; None if it was a fragment."""
+        with memoryview(self._buf) as buf, buf[start:end] as body:
+            if hdr.msg_type is MsgType.FRAGMENT:
+                return self._continue_train(hdr, body)
+            if hdr.more_fragments:
+                self._start_train(hdr, body)
+                return None
+            return decode_body(hdr, body)
+
+    def _start_train(self, hdr: Header, body: memoryview) -> None:
+        key = _GIOP_1_1_TRAIN
+        if hdr.version == GIOP_1_2:
+            # Request, Reply, LocateRequest and LocateReply 1.2 all start with it.
+            key = _read_ulong(body, 0, hdr.little_endian)
+            if key in self._trains:
+                raise ProtocolError(f"second fragmented message for request id {key}")
+        self._trains[key] = _Train(hdr, bytearray(body))
+
+    def _continue_train(self, hdr: Header, body: memoryview) -> Message | None:
+        key = self._train_key
+        self._train_key = None
+        train = self._trains[key]
+        train.body += body[4:] if hdr.version == GIOP_1_2 else body
+        if hdr.more_fragments:
+            return None
+        del self._trains[key]
+        with memoryview(train.body) as whole:
+            return decode_body(train.header, whole)
+
+
+def _read_ulong(data: bytearray | memoryview, offset: int, little_endian: bool) -> int:
+    return int.from_bytes(data[offset : offset + 4], "little" if little_endian else "big")
+
+
+__all__ = ["GIOPConnection", "Role"]

@@ -1,0 +1,685 @@
+"""Interoperable Object References, corbaloc URLs and code-set negotiation.
+
+Everything here is pure data transformation (no I/O).  Decoders of wire data
+(:meth:`IOR.decode`, :meth:`IOR.from_string`, :meth:`CodeSetsInfo.decode`,
+:func:`parse_code_sets_context`) raise only :class:`ProtocolError`; functions
+that take user input (corbaloc URLs, :func:`parse_reference`, :func:`build_ior`
+arguments) raise :class:`ValueError`, because a typo in a URL is not a broken
+peer.
+
+Layout reminders (CORBA 3.0 ch. 13):
+
+* an IOR is ``string type_id; sequence<TaggedProfile>``; a stringified IOR is
+  ``"IOR:"`` + hex of that struct as an encapsulation;
+* an IIOP profile body is an encapsulation of ``Version; string host;
+  ushort port; sequence<octet> object_key`` followed, from IIOP 1.1 on, by
+  ``sequence<TaggedComponent>``.  Every encapsulation carries its own
+  byte-order flag, so one IOR may mix byte orders.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+from pyorb.giop.cdr import CDRReader, CDRWriter
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.messages import SC_CODE_SETS, ServiceContext
+
+# --- tags ---------------------------------------------------------------------
+
+# Profile tags (IOP::ProfileId).
+TAG_INTERNET_IOP = 0
+TAG_MULTIPLE_COMPONENTS = 1
+# Component tags (IOP::ComponentId).
+TAG_ORB_TYPE = 0
+TAG_CODE_SETS = 1
+TAG_ALTERNATE_IIOP_ADDRESS = 3
+
+# omniORB's TAG_ORB_TYPE value: the bytes "ATT\0" read as a ulong.
+ORB_TYPE_OMNIORB = 0x41545400
+
+# --- code sets (OSF character and code set registry ids) ----------------------
+
+CS_ISO8859_1 = 0x00010001
+CS_UCS2 = 0x00010100  # UCS-2 level 1
+CS_UTF16 = 0x00010109
+CS_UTF8 = 0x05010001
+
+CODE_SET_NAMES: dict[int, str] = {
+    CS_ISO8859_1: "ISO-8859-1",
+    CS_UCS2: "UCS-2",
+    CS_UTF16: "UTF-16",
+    CS_UTF8: "UTF-8",
+}
+"""Display names, as omniORB's ``catior`` prints them."""
+
+CODE_SET_CODECS: dict[int, str] = {
+    CS_ISO8859_1: "latin-1",
+    CS_UCS2: "utf-16",  # a subset of UTF-16 (no surrogates)
+    CS_UTF16: "utf-16",
+    CS_UTF8: "utf-8",
+}
+"""Python codec per code set.  For the 16-bit sets the byte order is not part
+of the code set: it comes from a BOM or, failing that, from the GIOP rules, so
+callers pick ``utf-16-be``/``utf-16-le`` themselves."""
+
+# What pyorb can transmit (it converts to and from Python ``str`` itself).
+CHAR_CONVERSIONS: tuple[int, ...] = (CS_UTF8, CS_ISO8859_1)
+WCHAR_CONVERSIONS: tuple[int, ...] = (CS_UTF16,)
+
+DEFAULT_CORBALOC_PORT = 2809
+_IIOP_VERSIONS = ((1, 0), (1, 1), (1, 2))
+
+
+def code_set_name(code_set: int) -> str:
+    """A readable name for an OSF code set id (hex when unknown)."""
+    return CODE_SET_NAMES.get(code_set, f"0x{code_set:08x}")
+
+
+# --- encapsulation helpers -----------------------------------------------------
+
+
+def _open_encapsulation(data: bytes, what: str) -> CDRReader:
+    """A reader over an encapsulation's content, in its declared byte order."""
+    if not data:
+        raise ProtocolError(f"{what}: empty encapsulation")
+    if data[0] > 1:
+        raise ProtocolError(f"{what}: bad byte-order flag {data[0]}")
+    return CDRReader(data, little_endian=data[0] == 1, pos=1)
+
+
+def _new_encapsulation(little_endian: bool) -> CDRWriter:
+    """A writer whose first byte is already the byte-order flag."""
+    w = CDRWriter(little_endian)
+    w.octet(1 if little_endian else 0)
+    return w
+
+
+# --- components ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaggedComponent:
+    """An IOP::TaggedComponent; ``data`` is kept verbatim."""
+
+    tag: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CodeSetComponent:
+    """CONV_FRAME::CodeSetComponent: a native code set and conversion sets."""
+
+    native: int
+    conversion: tuple[int, ...] = ()
+
+    def _write(self, w: CDRWriter) -> None:
+        w.ulong(self.native)
+        w.ulong(len(self.conversion))
+        for cs in self.conversion:
+            w.ulong(cs)
+
+    @classmethod
+    def _read(cls, r: CDRReader) -> CodeSetComponent:
+        native = r.ulong()
+        return cls(native, tuple(r.sequence(CDRReader.ulong, min_item_size=4)))
+
+
+@dataclass(frozen=True, slots=True)
+class CodeSetsInfo:
+    """CONV_FRAME::CodeSetComponentInfo, the data of a TAG_CODE_SETS component."""
+
+    char: CodeSetComponent
+    wchar: CodeSetComponent
+
+    def encode(self, little_endian: bool = True) -> bytes:
+        """The component data (an encapsulation)."""
+        w = _new_encapsulation(little_endian)
+        self.char._write(w)
+        self.wchar._write(w)
+        return w.getvalue()
+
+    @classmethod
+    def decode(cls, data: bytes) -> CodeSetsInfo:
+        """Parse component data; :class:`ProtocolError` when malformed."""
+        r = _open_encapsulation(data, "TAG_CODE_SETS")
+        return cls(CodeSetComponent._read(r), CodeSetComponent._read(r))
+
+    def to_component(self, little_endian: bool = True) -> TaggedComponent:
+        return TaggedComponent(TAG_CODE_SETS, self.encode(little_endian))
+
+
+DEFAULT_CODE_SETS = CodeSetsInfo(
+    char=CodeSetComponent(CS_UTF8, (CS_ISO8859_1,)),
+    wchar=CodeSetComponent(CS_UTF16, (CS_UTF16,)),
+)
+"""What pyorb servers advertise: UTF-8 strings (omniORB clients then transmit
+UTF-8 rather than Latin-1) and UTF-16 wide strings (without a wchar code set
+omniORB refuses to marshal wstring)."""
+
+
+def orb_type_component(orb_type: int, little_endian: bool = True) -> TaggedComponent:
+    """A TAG_ORB_TYPE component (an encapsulated ulong)."""
+    w = _new_encapsulation(little_endian)
+    w.ulong(orb_type)
+    return TaggedComponent(TAG_ORB_TYPE, w.getvalue())
+
+
+def alternate_address_component(
+    host: str, port: int, little_endian: bool = True
+) -> TaggedComponent:
+    """A TAG_ALTERNATE_IIOP_ADDRESS component (encapsulated host and port)."""
+    w = _new_encapsulation(little_endian)
+    w.string(host)
+    w.ushort(port)
+    return TaggedComponent(TAG_ALTERNATE_IIOP_ADDRESS, w.getvalue())
+
+
+# --- profiles ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaggedProfile:
+    """A profile pyorb does not interpret, kept verbatim."""
+
+    tag: int
+    data: bytes
+
+    def body(self) -> bytes:
+        return self.data
+
+
+@dataclass(frozen=True, slots=True)
+class IIOPProfile:
+    """A TAG_INTERNET_IOP profile.
+
+    ``little_endian`` is the byte order of the profile's own encapsulation; it
+    is remembered so that re-encoding reproduces the original bytes, and it is
+    not part of equality (it does not change what the profile designates).
+    """
+
+    version: tuple[int, int]
+    host: str
+    port: int
+    object_key: bytes
+    components: tuple[TaggedComponent, ...] = ()
+    little_endian: bool = field(default=True, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 0xFFFF:
+            raise ValueError(f"port {self.port} out of range")
+        if self.version[0] != 1 or not 0 <= self.version[1] <= 0xFF:
+            raise ValueError(f"unsupported IIOP version {self.version}")
+        if self.version == (1, 0) and self.components:
+            raise ValueError("IIOP 1.0 profiles cannot carry tagged components")
+
+    @property
+    def tag(self) -> int:
+        return TAG_INTERNET_IOP
+
+    def component(self, tag: int) -> TaggedComponent | None:
+        """The first component with ``tag``, if any."""
+        return next((c for c in self.components if c.tag == tag), None)
+
+    @property
+    def code_sets(self) -> CodeSetsInfo | None:
+        """The server's code sets; :class:`ProtocolError` if malformed."""
+        c = self.component(TAG_CODE_SETS)
+        return None if c is None else CodeSetsInfo.decode(c.data)
+
+    @property
+    def orb_type(self) -> int | None:
+        """The TAG_ORB_TYPE value; :class:`ProtocolError` if malformed."""
+        c = self.component(TAG_ORB_TYPE)
+        return None if c is None else _open_encapsulation(c.data, "TAG_ORB_TYPE").ulong()
+
+    @property
+    def alternate_addresses(self) -> tuple[tuple[str, int], ...]:
+        """(host, port) of every TAG_ALTERNATE_IIOP_ADDRESS component."""
+        return tuple(
+            _read_address(c.data) for c in self.components if c.tag == TAG_ALTERNATE_IIOP_ADDRESS
+        )
+
+    def body(self) -> bytes:
+        """The profile body (an encapsulation in ``little_endian`` order)."""
+        w = _new_encapsulation(self.little_endian)
+        w.octet(self.version[0])
+        w.octet(self.version[1])
+        w.string(self.host)
+        w.ushort(self.port)
+        w.octets(self.object_key)
+        if self.version[1] >= 1:
+            w.ulong(len(self.components))
+            for c in self.components:
+                w.ulong(c.tag)
+                w.octets(c.data)
+        return w.getvalue()
+
+
+Profile = Union[IIOPProfile, TaggedProfile]
+
+
+def _read_address(data: bytes) -> tuple[str, int]:
+    r = _open_encapsulation(data, "TAG_ALTERNATE_IIOP_ADDRESS")
+    host = r.string()
+    return host, r.ushort()
+
+
+def _read_component(r: CDRReader) -> TaggedComponent:
+    tag = r.ulong()
+    return TaggedComponent(tag, r.octets())
+
+
+def _decode_profile(tag: int, data: bytes) -> Profile:
+    if tag != TAG_INTERNET_IOP:
+        return TaggedProfile(tag, data)
+    r = _open_encapsulation(data, "IIOP profile")
+    major, minor = r.octet(), r.octet()
+    if major != 1:
+        # A future IIOP whose layout we cannot know: keep it untouched.
+        return TaggedProfile(tag, data)
+    host = r.string()
+    port = r.ushort()
+    key = r.octets()
+    components: tuple[TaggedComponent, ...] = ()
+    if minor >= 1:
+        components = tuple(r.sequence(_read_component, min_item_size=8))
+    # Trailing bytes are ignored, as IIOP 1.0 readers of newer profiles must.
+    return IIOPProfile((major, minor), host, port, key, components, little_endian=data[0] == 1)
+
+
+def _read_profile(r: CDRReader) -> Profile:
+    tag = r.ulong()
+    return _decode_profile(tag, r.octets())
+
+
+# --- IOR -----------------------------------------------------------------------
+
+_HEX = re.compile(r"[0-9A-Fa-f]*")
+
+
+@dataclass(frozen=True, slots=True)
+class IOR:
+    """An object reference: a repository id and its profiles.
+
+    ``little_endian`` is the byte order used by :meth:`to_string` for the
+    outer encapsulation (remembered from :meth:`from_string`); it is not part
+    of equality.
+    """
+
+    type_id: str
+    profiles: tuple[Profile, ...]
+    little_endian: bool = field(default=True, compare=False)
+
+    @classmethod
+    def nil(cls) -> IOR:
+        """The nil reference: empty type id, no profiles."""
+        return cls("", ())
+
+    @property
+    def is_nil(self) -> bool:
+        # Without a profile there is nothing to talk to, whatever the type id.
+        return not self.profiles
+
+    @property
+    def iiop(self) -> IIOPProfile | None:
+        """The first IIOP profile, or None."""
+        return next((p for p in self.profiles if isinstance(p, IIOPProfile)), None)
+
+    def encode(self, w: CDRWriter) -> None:
+        """Write the IOR struct into a CDR stream (object reference, forward)."""
+        w.string(self.type_id)
+        w.ulong(len(self.profiles))
+        for p in self.profiles:
+            w.ulong(p.tag)
+            w.octets(p.body())
+
+    @classmethod
+    def decode(cls, r: CDRReader) -> IOR:
+        """Read the IOR struct from a CDR stream; :class:`ProtocolError` if malformed."""
+        type_id = r.string()
+        profiles = tuple(r.sequence(_read_profile, min_item_size=8))
+        return cls(type_id, profiles, little_endian=r.little_endian)
+
+    def to_bytes(self) -> bytes:
+        """The IOR as an encapsulation (what ``IOR:`` hex-encodes)."""
+        w = _new_encapsulation(self.little_endian)
+        self.encode(w)
+        return w.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> IOR:
+        """Inverse of :meth:`to_bytes` (trailing bytes are ignored, as omniORB does)."""
+        return cls.decode(_open_encapsulation(data, "IOR"))
+
+    def to_string(self) -> str:
+        """The stringified form, ``IOR:`` followed by lower-case hex."""
+        return "IOR:" + self.to_bytes().hex()
+
+    @classmethod
+    def from_string(cls, s: str) -> IOR:
+        """Parse ``IOR:<hex>`` (any case, surrounding whitespace allowed).
+
+        Raises :class:`ProtocolError` when malformed, like any decoder of
+        peer data; :func:`parse_reference` turns that into ``ValueError``.
+        """
+        s = s.strip()
+        if s[:4].upper() != "IOR:":
+            raise ProtocolError("stringified IOR does not start with 'IOR:'")
+        digits = s[4:]
+        if len(digits) % 2 or not _HEX.fullmatch(digits):
+            raise ProtocolError("stringified IOR is not an even number of hex digits")
+        return cls.from_bytes(bytes.fromhex(digits))
+
+
+def build_ior(
+    type_id: str,
+    host: str,
+    port: int,
+    object_key: bytes,
+    *,
+    version: tuple[int, int] = (1, 2),
+    code_sets: CodeSetsInfo | None = DEFAULT_CODE_SETS,
+    orb_type: int | None = None,
+    little_endian: bool = True,
+) -> IOR:
+    """An IOR with one IIOP profile, as a pyorb server publishes it.
+
+    IIOP 1.0 profiles carry no components, so ``code_sets`` and ``orb_type``
+    are dropped for ``version=(1, 0)``.
+    """
+    _check_endpoint(host, port, version)
+    components: list[TaggedComponent] = []
+    if version != (1, 0):
+        if orb_type is not None:
+            components.append(orb_type_component(orb_type, little_endian))
+        if code_sets is not None:
+            components.append(code_sets.to_component(little_endian))
+    profile = IIOPProfile(version, host, port, object_key, tuple(components), little_endian)
+    return IOR(type_id, (profile,), little_endian)
+
+
+def _check_endpoint(host: str, port: int, version: tuple[int, int]) -> None:
+    if not host:
+        raise ValueError("empty host")
+    if not 1 <= port <= 0xFFFF:
+        raise ValueError(f"port {port} out of range 1-65535")
+    if version not in _IIOP_VERSIONS:
+        raise ValueError(f"unsupported IIOP version {version} (pyorb speaks 1.0-1.2)")
+
+
+# --- corbaloc ------------------------------------------------------------------
+
+# RFC 2396 "unreserved": left as is when escaping an object key.
+_UNRESERVED = frozenset(
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'()"
+)
+# Characters allowed unescaped in a key string ("uric" = reserved | unreserved).
+_URIC = frozenset(chr(b) for b in _UNRESERVED) | frozenset(";/?:@&=+$,")
+_VERSION = re.compile(r"([0-9]+)\.([0-9]+)@")
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+")
+_PORT = re.compile(r":[0-9]{1,5}")
+
+
+@dataclass(frozen=True, slots=True)
+class CorbalocAddress:
+    """One ``iiop`` address of a corbaloc URL."""
+
+    version: tuple[int, int]
+    host: str
+    port: int = DEFAULT_CORBALOC_PORT
+
+
+@dataclass(frozen=True, slots=True)
+class Corbaloc:
+    """A parsed ``corbaloc:`` URL (IIOP addresses only)."""
+
+    addresses: tuple[CorbalocAddress, ...]
+    object_key: bytes
+
+    def to_ior(self, type_id: str = "") -> IOR:
+        """An IOR with one IIOP profile per address and no components.
+
+        Without a code-sets component a client falls back to ISO-8859-1 and no
+        wchar, which is what the spec prescribes for URL-made references.
+        """
+        profiles = tuple(
+            IIOPProfile(a.version, a.host, a.port, self.object_key) for a in self.addresses
+        )
+        return IOR(type_id, profiles)
+
+
+def escape_key(key: bytes) -> str:
+    """%-escape every byte of ``key`` outside the RFC 2396 unreserved set."""
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in key)
+
+
+def unescape_key(text: str) -> bytes:
+    """Decode a corbaloc key string; ``ValueError`` on a bad escape or character."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "%":
+            pair = text[i + 1 : i + 3]
+            if len(pair) != 2 or not _HEX.fullmatch(pair):
+                raise ValueError(f"corbaloc key: bad %-escape at position {i}")
+            out.append(int(pair, 16))
+            i += 3
+            continue
+        if ch not in _URIC:
+            raise ValueError(f"corbaloc key: character {ch!r} must be %-escaped")
+        out.append(ord(ch))
+        i += 1
+    return bytes(out)
+
+
+def parse_corbaloc(url: str) -> Corbaloc:
+    """Parse ``corbaloc:[iiop]:[x.y@]host[:port][,...]/key``.
+
+    The default port is 2809 and the default version 1.0 (as the spec and
+    omniORB say).  ``rir:`` and any other protocol raise ``ValueError``.
+    """
+    url = url.strip()
+    # URL schemes and protocol ids are case-insensitive (RFC 3986).
+    if url[:9].lower() != "corbaloc:":
+        raise ValueError(f"not a corbaloc URL: {url!r}")
+    addr_list, slash, key = url[9:].partition("/")
+    if not slash:
+        raise ValueError(f"corbaloc URL has no '/' and object key: {url!r}")
+    addresses = tuple(_parse_address(a) for a in addr_list.split(","))
+    return Corbaloc(addresses, unescape_key(key))
+
+
+def _parse_address(text: str) -> CorbalocAddress:
+    protocol, colon, rest = text.partition(":")
+    protocol = protocol.lower()
+    if not text:
+        raise ValueError("corbaloc URL has an empty address")
+    if protocol == "rir":
+        raise ValueError("corbaloc 'rir:' addresses are not supported (no local ORB)")
+    if not colon:
+        raise ValueError(f"corbaloc address {text!r} lacks a protocol (':' or 'iiop:')")
+    if protocol not in ("", "iiop"):
+        raise ValueError(f"corbaloc protocol {protocol!r} is not supported (only iiop)")
+    version, rest = _split_version(rest)
+    host, port = _split_host_port(rest)
+    return CorbalocAddress(version, host, port)
+
+
+def _split_version(text: str) -> tuple[tuple[int, int], str]:
+    m = _VERSION.match(text)
+    if m is None:
+        if "@" in text:
+            raise ValueError(f"corbaloc address {text!r}: version must be 'major.minor@'")
+        return (1, 0), text
+    version = (int(m.group(1)), int(m.group(2)))
+    if version not in _IIOP_VERSIONS:
+        raise ValueError(f"corbaloc: unsupported IIOP version {version[0]}.{version[1]}")
+    return version, text[m.end() :]
+
+
+def _split_host_port(text: str) -> tuple[str, int]:
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"corbaloc address {text!r}: missing ']'")
+        host, rest = text[1:end], text[end + 1 :]
+        _check_ipv6(host)
+    else:
+        host, colon, port_text = text.partition(":")
+        rest = colon + port_text
+        if not _HOSTNAME.fullmatch(host):
+            raise ValueError(f"corbaloc address {text!r}: bad or missing host")
+    if not rest:
+        return host, DEFAULT_CORBALOC_PORT
+    if not _PORT.fullmatch(rest):
+        raise ValueError(f"corbaloc address {text!r}: bad port")
+    port = int(rest[1:])
+    if not 1 <= port <= 0xFFFF:
+        raise ValueError(f"corbaloc address {text!r}: port {port} out of range 1-65535")
+    return host, port
+
+
+def _check_ipv6(host: str) -> None:
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        raise ValueError(f"corbaloc: {host!r} is not an IPv6 address") from None
+
+
+def to_corbaloc(host: str, port: int, object_key: bytes, version: tuple[int, int] = (1, 2)) -> str:
+    """``corbaloc:iiop:1.2@host:port/key`` with the key %-escaped.
+
+    The version is always written: without it a client assumes GIOP 1.0.
+    """
+    _check_endpoint(host, port, version)
+    shown = f"[{host}]" if ":" in host else host
+    return f"corbaloc:iiop:{version[0]}.{version[1]}@{shown}:{port}/{escape_key(object_key)}"
+
+
+def parse_reference(text: str) -> IOR:
+    """An IOR from ``IOR:...`` or ``corbaloc:...`` text; ``ValueError`` otherwise."""
+    text = text.strip()
+    scheme = text.partition(":")[0].lower()
+    if scheme == "ior":
+        try:
+            return IOR.from_string(text)
+        except ProtocolError as exc:
+            raise ValueError(f"malformed IOR: {exc.reason}") from exc
+    if scheme == "corbaloc":
+        return parse_corbaloc(text).to_ior()
+    if scheme == "corbaname":
+        raise ValueError("corbaname: URLs need a naming service lookup; not handled here")
+    raise ValueError(f"not an object reference (expected IOR: or corbaloc:): {text[:40]!r}")
+
+
+# --- code-set negotiation ------------------------------------------------------
+
+
+class CodeSetIncompatible(ValueError):
+    """No transmission code set both sides support (CORBA CODESET_INCOMPATIBLE)."""
+
+
+def negotiate(
+    server: CodeSetsInfo | None,
+    client_native_char: int = CS_UTF8,
+    client_native_wchar: int = CS_UTF16,
+    *,
+    char_conversions: tuple[int, ...] = CHAR_CONVERSIONS,
+    wchar_conversions: tuple[int, ...] = WCHAR_CONVERSIONS,
+) -> tuple[int, int]:
+    """Client-side choice of (TCS-C, TCS-W) from the server's code sets.
+
+    Without a component the spec's defaults apply: ISO-8859-1 for char and no
+    wchar (0: wide data cannot be sent).  Otherwise, in order: equal natives;
+    the server's native if we can convert to it; our native if the server can
+    convert from it; the first server conversion set we also support (this
+    covers the UTF-8 / UTF-16 fallback when both sides list it); else
+    :class:`CodeSetIncompatible`.
+    """
+    if server is None:
+        return CS_ISO8859_1, 0
+    tcs_c = _select(server.char, client_native_char, char_conversions, CS_ISO8859_1, "char")
+    tcs_w = _select(server.wchar, client_native_wchar, wchar_conversions, 0, "wchar")
+    return tcs_c, tcs_w
+
+
+def _select(
+    server: CodeSetComponent, native: int, conversions: tuple[int, ...], unspecified: int, kind: str
+) -> int:
+    if server.native == 0 and not server.conversion:
+        return unspecified  # the server states nothing: same as no component
+    if server.native == native:
+        return native
+    if server.native in conversions:
+        return server.native
+    if native in server.conversion:
+        return native
+    for cs in server.conversion:
+        if cs == native or cs in conversions:
+            return cs
+    raise CodeSetIncompatible(
+        f"no common {kind} code set: server native {code_set_name(server.native)} "
+        f"converts {[code_set_name(c) for c in server.conversion]}, "
+        f"client native {code_set_name(native)} converts {[code_set_name(c) for c in conversions]}"
+    )
+
+
+def code_sets_context(tcs_c: int, tcs_w: int, little_endian: bool = True) -> ServiceContext:
+    """The CodeSets service context (CONV_FRAME::CodeSetContext) a client sends."""
+    w = _new_encapsulation(little_endian)
+    w.ulong(tcs_c)
+    w.ulong(tcs_w)
+    return ServiceContext(SC_CODE_SETS, w.getvalue())
+
+
+def parse_code_sets_context(data: bytes) -> tuple[int, int]:
+    """(TCS-C, TCS-W) from CodeSets service context data; :class:`ProtocolError` if malformed."""
+    r = _open_encapsulation(data, "CodeSets service context")
+    return r.ulong(), r.ulong()
+
+
+__all__ = [
+    "CHAR_CONVERSIONS",
+    "CODE_SET_CODECS",
+    "CODE_SET_NAMES",
+    "CS_ISO8859_1",
+    "CS_UCS2",
+    "CS_UTF16",
+    "CS_UTF8",
+    "DEFAULT_CODE_SETS",
+    "DEFAULT_CORBALOC_PORT",
+    "IOR",
+    "ORB_TYPE_OMNIORB",
+    "TAG_ALTERNATE_IIOP_ADDRESS",
+    "TAG_CODE_SETS",
+    "TAG_INTERNET_IOP",
+    "TAG_MULTIPLE_COMPONENTS",
+    "TAG_ORB_TYPE",
+    "WCHAR_CONVERSIONS",
+    "CodeSetComponent",
+    "CodeSetIncompatible",
+    "CodeSetsInfo",
+    "Corbaloc",
+    "CorbalocAddress",
+    "IIOPProfile",
+    "Profile",
+    "TaggedComponent",
+    "TaggedProfile",
+    "alternate_address_component",
+    "build_ior",
+    "code_set_name",
+    "code_sets_context",
+    "escape_key",
+    "negotiate",
+    "orb_type_component",
+    "parse_code_sets_context",
+    "parse_corbaloc",
+    "parse_reference",
+    "to_corbaloc",
+    "unescape_key",
+]

@@ -1,0 +1,311 @@
+"""Marshaling of operation bodies through omniORBpy's C marshaler.
+
+This is the only module that calls ``_omnipy.cdrMarshal``/``cdrUnmarshal``.
+The raw (endian-flag) form of those functions encodes a value as if it
+started at stream offset 0.  A GIOP 1.2 body is 8-aligned, so it matches
+directly; a GIOP 1.0/1.1 body starts wherever the header ended, so we marshal
+a struct whose first member is ``align`` padding octets and strip them (and
+prepend them before unmarshaling).
+
+An operation's in-arguments (or results) are marshaled as one synthetic
+struct built from the omniidl descriptors, so a whole body is one C call.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+from typing import Any, Callable, Iterable
+
+import _omnipy
+import omniORB
+from omniORB import CORBA
+
+from pyorb.giop.cdr import CDRReader, CDRWriter
+from pyorb.giop.errors import ProtocolError
+
+Descriptor = Any
+"""An omniidl type descriptor: an int for basic types, a tuple otherwise."""
+
+TV_OBJREF = 14
+TV_STRUCT = 15
+TV_UNION = 16
+TV_SEQUENCE = 19
+TV_ARRAY = 20
+TV_ALIAS = 21
+TV_EXCEPT = 22
+TV_OCTET = 10
+
+_COMPLETION = {0: CORBA.COMPLETED_YES, 1: CORBA.COMPLETED_NO, 2: CORBA.COMPLETED_MAYBE}
+_init_lock = threading.Lock()
+_orb: CORBA.ORB | None = None
+
+
+def ensure_orb() -> CORBA.ORB:
+    """Initialise omniORB once per process, with UTF-8 as native char set.
+
+    The marshaler needs an initialised ORB.  If the application already
+    initialised one, it is reused as it is.
+    """
+    global _orb
+    if _orb is None:
+        with _init_lock:
+            if _orb is None:
+                _orb = CORBA.ORB_init(["-ORBnativeCharCodeSet", "UTF-8"], CORBA.ORB_ID)
+    return _orb
+
+
+def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad: int) -> tuple:
+    members: list[Any] = []
+    if pad:
+        members += ["_pad", (TV_ARRAY, TV_OCTET, pad)]
+    for name, d in zip(names, descs):
+        members += [name, d]
+    return (TV_STRUCT, desc, "", "body", *members)
+
+
+class BodyCodec:
+    """Marshals a fixed list of types (arguments or results) as one body.
+
+    One codec per (types, padding); ``pack`` and ``unpack`` take and return
+    plain tuples.
+    """
+
+    __slots__ = ("count", "_descs", "_structs", "_classes", "_objrefs")
+
+    def __init__(self, descs: tuple[Descriptor, ...]) -> None:
+        self.count = len(descs)
+        self._descs = descs
+        self._structs: dict[int, tuple] = {}
+        self._classes: dict[int, type] = {}
+        self._objrefs = any(_has_objref(d) for d in descs)
+
+    def _struct(self, pad: int) -> tuple[tuple, type]:
+        struct = self._structs.get(pad)
+        if struct is None:
+            names = [f"a{i}" for i in range(self.count)]
+            fields = (["_pad"] if pad else []) + names
+            cls = collections.namedtuple("Body", fields)  # type: ignore[misc]
+            struct = _padded(cls, names, self._descs, pad)
+            self._structs[pad] = struct
+            self._classes[pad] = cls
+        return struct, self._classes[pad]
+
+    def pack(self, values: tuple, align: int, little_endian: bool) -> bytes:
+        """Marshal ``values`` for a body starting at ``align`` (mod 8)."""
+        if not self.count:
+            return b""
+        if len(values) != self.count:
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+        pad = align % 8
+        if self._objrefs:
+            values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
+        try:
+            if self.count == 1 and not pad:  # one value needs no wrapping struct
+                return _omnipy.cdrMarshal(self._descs[0], values[0], little_endian)  # type: ignore[no-any-return]
+            struct, cls = self._struct(pad)
+            if pad:
+                return _omnipy.cdrMarshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
+            return _omnipy.cdrMarshal(struct, cls(*values), little_endian)
+        except CORBA.SystemException:
+            raise
+        except Exception as exc:  # a Python value of the wrong type
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
+
+    def unpack(self, body: bytes, align: int, little_endian: bool) -> tuple:
+        """Unmarshal a body that started at ``align`` (mod 8)."""
+        if not self.count:
+            return ()
+        pad = align % 8
+        try:
+            if self.count == 1 and not pad:
+                return (_omnipy.cdrUnmarshal(self._descs[0], body, little_endian),)
+            struct, _ = self._struct(pad)
+            data = bytes(pad) + body if pad else body
+            values = tuple(_omnipy.cdrUnmarshal(struct, data, little_endian))
+        except CORBA.SystemException:
+            raise
+        except Exception as exc:
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
+        return values[1:] if pad else values
+
+
+class Operation:
+    """Everything needed to marshal one IDL operation, from its descriptor.
+
+    ``descriptor`` is omniidl's ``(in types, out types, exceptions)`` where
+    out types list the return value first (absent for void) then inout/out.
+    ``out types`` is None for a oneway operation.
+    """
+
+    __slots__ = ("name", "oneway", "args", "results", "exceptions", "_result_shape")
+
+    def __init__(self, name: str, descriptor: tuple) -> None:
+        in_types, out_types, excs = descriptor[:3]
+        self.name = name
+        self.oneway = out_types is None
+        self.args = BodyCodec(tuple(in_types))
+        self.results = BodyCodec(tuple(out_types or ()))
+        self.exceptions: dict[str, Descriptor] = dict(excs or {})
+        self._result_shape = len(out_types or ())
+
+    def result_value(self, values: tuple) -> Any:
+        """omniORBpy's mapping: None, a single value, or a tuple."""
+        if self._result_shape == 0:
+            return None
+        if self._result_shape == 1:
+            return values[0]
+        return values
+
+    def result_tuple(self, value: Any) -> tuple:
+        """The inverse of :meth:`result_value`, checking the shape."""
+        if self._result_shape == 0:
+            return ()
+        if self._result_shape == 1:
+            return (value,)
+        if not isinstance(value, tuple) or len(value) != self._result_shape:
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_MAYBE)
+        return value
+
+    def pack_user_exception(self, exc: CORBA.UserException, align: int, le: bool) -> bytes:
+        desc = self.exceptions.get(getattr(exc, "_NP_RepositoryId", ""))
+        if desc is None:
+            raise CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE)
+        return _pack_one(desc, exc, align, le)
+
+    def unpack_user_exception(self, body: bytes, align: int, le: bool) -> Exception:
+        repo_id = CDRReader(body, le, base=align).string()
+        desc = self.exceptions.get(repo_id)
+        if desc is None:
+            return CORBA.UNKNOWN(0, CORBA.COMPLETED_YES)
+        return _unpack_one(desc, body, align, le)  # type: ignore[no-any-return]
+
+
+def _pack_one(desc: Descriptor, value: Any, align: int, le: bool) -> bytes:
+    pad = align % 8
+    if not pad:
+        return _omnipy.cdrMarshal(desc, value, le)  # type: ignore[no-any-return]
+    return _pack_padded(desc, pad, value, le)
+
+
+def _pack_padded(desc: Descriptor, pad: int, value: Any, le: bool) -> bytes:
+    cls = collections.namedtuple("Padded", ["_pad", "v"])  # type: ignore[misc]
+    struct = (TV_STRUCT, cls, "", "body", "_pad", (TV_ARRAY, TV_OCTET, pad), "v", desc)
+    return _omnipy.cdrMarshal(struct, cls(bytes(pad), value), le)[pad:]  # type: ignore[no-any-return]
+
+
+def _unpack_one(desc: Descriptor, body: bytes, align: int, le: bool) -> Any:
+    pad = align % 8
+    try:
+        if not pad:
+            return _omnipy.cdrUnmarshal(desc, body, le)
+        cls = collections.namedtuple("Padded", ["_pad", "v"])  # type: ignore[misc]
+        struct = (TV_STRUCT, cls, "", "body", "_pad", (TV_ARRAY, TV_OCTET, pad), "v", desc)
+        return _omnipy.cdrUnmarshal(struct, bytes(pad) + body, le).v
+    except CORBA.SystemException:
+        raise
+    except Exception as exc:
+        raise CORBA.MARSHAL(0, CORBA.COMPLETED_YES) from exc
+
+
+# -- system exceptions: repository id, minor code, completion status -------
+
+
+def pack_system_exception(exc: CORBA.SystemException, align: int, le: bool) -> bytes:
+    w = CDRWriter(le, base=align)
+    w.string(exc._NP_RepositoryId)
+    w.ulong(exc.minor & 0xFFFFFFFF)
+    w.ulong(int(exc.completed._v))
+    return w.getvalue()
+
+
+def unpack_system_exception(body: bytes, align: int, le: bool) -> CORBA.SystemException:
+    """Rebuild the CORBA system exception a peer sent (MARSHAL if garbled)."""
+    try:
+        r = CDRReader(body, le, base=align)
+        repo_id, minor, completed = r.string(), r.ulong(), r.ulong()
+    except ProtocolError:
+        return CORBA.MARSHAL(0, CORBA.COMPLETED_MAYBE)
+    cls = system_exception_class(repo_id)
+    return cls(minor, _COMPLETION.get(completed, CORBA.COMPLETED_MAYBE))
+
+
+def system_exception_class(repo_id: str) -> type[CORBA.SystemException]:
+    prefix = "IDL:omg.org/CORBA/"
+    if repo_id.startswith(prefix) and repo_id.endswith(":1.0"):
+        cls = getattr(CORBA, repo_id[len(prefix) : -4], None)
+        if isinstance(cls, type) and issubclass(cls, CORBA.SystemException):
+            return cls
+    return CORBA.UNKNOWN  # type: ignore[no-any-return]
+
+
+# -- object references ------------------------------------------------------
+# omniORB's marshaler only knows its own object references.  pyorb proxies
+# convert to and from them at the edge of the marshal layer.
+
+ObjrefHook = Callable[[Any], Any]
+_to_omni_hook: ObjrefHook | None = None
+
+
+def set_objref_hook(hook: ObjrefHook) -> None:
+    """Install the function that turns a pyorb proxy into an omniORB objref."""
+    global _to_omni_hook
+    _to_omni_hook = hook
+
+
+@functools.lru_cache(maxsize=None)
+def _has_objref(desc: Descriptor) -> bool:
+    if isinstance(desc, int) or not isinstance(desc, tuple):
+        return False
+    kind = desc[0]
+    if kind == TV_OBJREF:
+        return True
+    if kind in (TV_SEQUENCE, TV_ARRAY):
+        return _has_objref(desc[1])
+    if kind == TV_ALIAS:
+        return _has_objref(desc[3])
+    if kind in (TV_STRUCT, TV_EXCEPT):
+        return any(_has_objref(d) for d in desc[5::2])
+    return False
+
+
+def _strip_alias(desc: Descriptor) -> Descriptor:
+    while isinstance(desc, tuple) and desc[0] == TV_ALIAS:
+        desc = desc[3]
+    return desc
+
+
+def to_omni(desc: Descriptor, value: Any) -> Any:
+    """Replace pyorb proxies inside ``value`` by omniORB object references."""
+    if not _has_objref(desc) or value is None:
+        return value
+    desc = _strip_alias(desc)
+    kind = desc[0]
+    if kind == TV_OBJREF:
+        if isinstance(value, CORBA.Object) or _to_omni_hook is None:
+            return value
+        return _to_omni_hook(value)
+    if kind in (TV_SEQUENCE, TV_ARRAY):
+        return [to_omni(desc[1], v) for v in value]
+    return value
+
+
+def from_omni(desc: Descriptor, value: Any, convert: ObjrefHook) -> Any:
+    """Replace omniORB object references inside ``value`` using ``convert``."""
+    if not _has_objref(desc) or value is None:
+        return value
+    desc = _strip_alias(desc)
+    kind = desc[0]
+    if kind == TV_OBJREF:
+        return convert(value)
+    if kind in (TV_SEQUENCE, TV_ARRAY):
+        return [from_omni(desc[1], v, convert) for v in value]
+    return value
+
+
+def import_idl(path: str, include_dirs: Iterable[str] = ()) -> list[str]:
+    """Compile an IDL file in-process (with AMI stubs) and import its modules."""
+    ensure_orb()
+    args = ["-Wbami", *(f"-I{d}" for d in include_dirs)]
+    return list(omniORB.importIDL(path, args))

@@ -1,0 +1,174 @@
+"""One client connection on the server side: GIOP messages to calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from omniORB import CORBA
+
+from pyorb import marshal
+from pyorb.aio.protocol import GIOPProtocol
+from pyorb.giop import codec
+from pyorb.giop.cdr import CDRWriter
+from pyorb.giop.connection import Role
+from pyorb.giop.ior import IOR
+from pyorb.giop.messages import (
+    CancelRequest,
+    CloseConnection,
+    LocateReply,
+    LocateRequest,
+    LocateStatus,
+    Message,
+    MessageError,
+    ReplyStatus,
+    Request,
+)
+from pyorb.server.adapter import BUILTIN_NAMES, IS_A, ObjectAdapter
+from pyorb.server.dispatch import Call, Strategy
+from pyorb.server.reply import ReplySink, encode_reply
+from pyorb.server.servant import ServantInfo, Style
+
+if TYPE_CHECKING:
+    from pyorb.config import Config
+
+log = logging.getLogger(__name__)
+
+ObjrefConverter = Callable[[Any], Any]
+
+
+def _ior_body(target: IOR, le: bool, align: int) -> bytes:
+    w = CDRWriter(le, base=align)
+    target.encode(w)
+    return w.getvalue()
+
+
+class ServerConnection(GIOPProtocol):
+    """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
+
+    def __init__(
+        self,
+        config: Config,
+        adapter: ObjectAdapter,
+        strategy: Strategy,
+        objref_converter: ObjrefConverter,
+        on_closed: Callable[[ServerConnection], None],
+    ) -> None:
+        super().__init__(Role.SERVER, config)
+        self.adapter = adapter
+        self.strategy = strategy
+        self._convert = objref_converter
+        self._on_closed = on_closed
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+
+    # -- incoming messages ---------------------------------------------------
+    def message_received(self, message: Message) -> None:
+        if type(message) is Request:
+            self._request(message)
+        elif type(message) is LocateRequest:
+            self._locate(message)
+        elif type(message) is CancelRequest:
+            self._cancel(message.request_id)
+        elif type(message) is CloseConnection:
+            log.debug("client %s sent CloseConnection", self.peer)
+            self.close()
+        elif type(message) is MessageError:
+            log.warning("client %s reported a MessageError; closing", self.peer)
+            self.close()
+
+    def _request(self, req: Request) -> None:
+        if getattr(req, "addressing_disposition", 0) != 0:
+            self._needs_addressing_mode(req)
+            return
+        found = self.adapter.lookup(req.object_key)
+        if found is None:
+            self._not_here(req)
+            return
+        servant, info = found
+        entry = info.ops.get(req.operation)
+        if entry is None:
+            self._builtin_or_missing(req, info)
+            return
+        op = entry.op
+        try:
+            args = op.args.unpack(req.body, req.body_offset, req.little_endian)
+        except CORBA.SystemException as exc:
+            log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
+            self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO))
+            return
+        if op.args._objrefs and entry.style is not Style.SYNC:
+            args = tuple(marshal.from_omni(d, v, self._convert) for d, v in zip(op.args._descs, args))
+        sink = ReplySink(req.request_id, req.version, req.little_endian, op, req.response_expected, self)
+        task = self.strategy.dispatch(Call(servant, entry, args, sink, self))
+        if task is not None and req.response_expected:
+            rid = req.request_id
+            self.tasks[rid] = task
+            task.add_done_callback(lambda _t, rid=rid: self.tasks.pop(rid, None))
+
+    def _builtin_or_missing(self, req: Request, info: ServantInfo) -> None:
+        builtin = BUILTIN_NAMES.get(req.operation)
+        if builtin is None:
+            known = req.operation in info.declared
+            exc = CORBA.NO_IMPLEMENT if known else CORBA.BAD_OPERATION
+            self._system_exception(req, exc(0, CORBA.COMPLETED_NO))
+            return
+        sink = ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self)
+        if builtin is IS_A:
+            try:
+                (repo_id,) = builtin.args.unpack(req.body, req.body_offset, req.little_endian)
+            except CORBA.SystemException:
+                sink.exception(CORBA.MARSHAL(0, CORBA.COMPLETED_NO))
+                return
+            sink.result(info.is_a(repo_id))
+        else:
+            sink.result(False)
+
+    def _not_here(self, req: Request) -> None:
+        target = self.adapter.forwarded(req.object_key)
+        if target is None:
+            self._system_exception(req, CORBA.OBJECT_NOT_EXIST(0, CORBA.COMPLETED_NO))
+        elif req.response_expected:
+            self.send(encode_reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
+                                   lambda a: _ior_body(target, req.little_endian, a)))
+
+    def _system_exception(self, req: Request, exc: CORBA.SystemException) -> None:
+        if req.response_expected:
+            le = req.little_endian
+            self.send(encode_reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
+                                   lambda a: marshal.pack_system_exception(exc, a, le)))
+
+    def _needs_addressing_mode(self, req: Request) -> None:
+        if req.response_expected:
+            def key_addr(align: int) -> bytes:
+                w = CDRWriter(req.little_endian, base=align)
+                w.short(0)  # GIOP::KeyAddr: we only understand object keys
+                return w.getvalue()
+
+            self.send(encode_reply(req.request_id, ReplyStatus.NEEDS_ADDRESSING_MODE, req.version,
+                                   req.little_endian, key_addr))
+
+    def _locate(self, req: LocateRequest) -> None:
+        le, body = req.little_endian, b""
+        target = self.adapter.forwarded(req.object_key)
+        if self.adapter.lookup(req.object_key) is not None:
+            status = LocateStatus.OBJECT_HERE
+        elif target is not None:
+            status = LocateStatus.OBJECT_FORWARD
+            probe = LocateReply(req.request_id, status, b"", req.version, le)
+            body = _ior_body(target, le, codec.body_offset(probe))
+        else:
+            status = LocateStatus.UNKNOWN_OBJECT
+        self.send(codec.encode(LocateReply(req.request_id, status, body, req.version, le)))
+
+    def _cancel(self, request_id: int) -> None:
+        task = self.tasks.pop(request_id, None)
+        if task is not None:
+            task.cancel()
+
+    # -- lifecycle -----------------------------------------------------------
+    def closed(self, exc: BaseException | None) -> None:
+        # Handlers of a vanished client still run to completion; their replies
+        # are dropped by the closed channel.  Nothing here holds them.
+        self.tasks.clear()
+        self._on_closed(self)

@@ -1,0 +1,127 @@
+"""Turning a servant's outcome into a GIOP Reply for one request."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from omniORB import CORBA
+
+from pyorb import marshal
+from pyorb.giop import codec
+from pyorb.giop.messages import GIOP_1_2, Reply, ReplyStatus, Version
+
+if TYPE_CHECKING:
+    from pyorb.marshal import Operation
+
+log = logging.getLogger(__name__)
+
+
+
+class Channel(Protocol):
+    """Where replies go: a connection's output queue, owned by one loop thread."""
+
+    loop: asyncio.AbstractEventLoop
+    loop_thread: int
+
+    def send(self, data: bytes) -> bool: ...
+
+
+def encode_reply(
+    request_id: int, status: ReplyStatus, version: Version, le: bool, pack: Callable[[int], bytes]
+) -> bytes:
+    """Encode a Reply whose body ``pack(align)`` marshals for its offset."""
+    if version == GIOP_1_2:
+        body = pack(0)
+    else:
+        probe = Reply(request_id, status, b"", version=version, little_endian=le)
+        body = pack(codec.body_offset(probe))
+    return codec.encode(Reply(request_id, status, body, version=version, little_endian=le))
+
+
+class ReplySink:
+    """The way back to the client for one request; usable once.
+
+    It marshals in the calling thread (omniORB's marshaler is thread-safe)
+    and hands the bytes to the connection.  A oneway request's sink sends
+    nothing.  ``on_sent`` runs on the loop thread after the bytes are queued.
+    """
+
+    __slots__ = ("request_id", "version", "little_endian", "op", "response_expected", "channel", "done", "on_sent")
+
+    def __init__(
+        self,
+        request_id: int,
+        version: Version,
+        little_endian: bool,
+        op: Operation,
+        response_expected: bool,
+        channel: Channel,
+    ) -> None:
+        self.request_id = request_id
+        self.version = version
+        self.little_endian = little_endian
+        self.op = op
+        self.response_expected = response_expected
+        self.channel = channel
+        self.done = False
+        self.on_sent: Callable[[], None] | None = None
+
+    def claim(self) -> None:
+        """Mark the sink used; a second use is BAD_INV_ORDER for the caller."""
+        if self.done:
+            raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+        self.done = True
+
+    def result(self, value: Any) -> None:
+        self.claim()
+        if not self.response_expected:
+            return
+        op = self.op
+        try:
+            values = op.result_tuple(value)
+            data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, self.little_endian))
+        except CORBA.SystemException as exc:
+            log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
+            data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
+        self._deliver(data)
+
+    def exception(self, exc: BaseException) -> None:
+        """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
+        self.claim()
+        if not self.response_expected:
+            return
+        self._deliver(self.exception_bytes(exc))
+
+    def exception_bytes(self, exc: BaseException) -> bytes:
+        if isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions:
+            le = self.little_endian
+            return self._encode(ReplyStatus.USER_EXCEPTION, lambda a: self.op.pack_user_exception(exc, a, le))
+        if isinstance(exc, CORBA.SystemException):
+            return self._system_bytes(exc)
+        return self._system_bytes(CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE))
+
+    def _system_bytes(self, exc: CORBA.SystemException) -> bytes:
+        le = self.little_endian
+        return self._encode(ReplyStatus.SYSTEM_EXCEPTION, lambda a: marshal.pack_system_exception(exc, a, le))
+
+    def _encode(self, status: ReplyStatus, pack: Callable[[int], bytes]) -> bytes:
+        return encode_reply(self.request_id, status, self.version, self.little_endian, pack)
+
+    def _deliver(self, data: bytes) -> None:
+        channel = self.channel
+        if threading.get_ident() == channel.loop_thread:
+            self._send(data)
+            return
+        try:
+            channel.loop.call_soon_threadsafe(self._send, data)
+        except RuntimeError:  # the loop is closed: the client is gone anyway
+            log.debug("reply %d dropped: event loop closed", self.request_id)
+
+    def _send(self, data: bytes) -> None:
+        if not self.channel.send(data):
+            log.debug("reply %d dropped: connection closed", self.request_id)
+        if self.on_sent is not None:
+            self.on_sent()
