@@ -14,7 +14,6 @@ struct built from the omniidl descriptors, so a whole body is one C call.
 from __future__ import annotations
 
 import collections
-import functools
 import threading
 from typing import Any, Callable, Iterable
 
@@ -22,6 +21,7 @@ import _omnipy
 import omniORB
 from omniORB import CORBA
 
+from pyorb import wide
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
 
@@ -59,7 +59,7 @@ def ensure_orb() -> CORBA.ORB:
 def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad: int) -> tuple:
     members: list[Any] = []
     if pad:
-        members += ["_pad", (TV_ARRAY, TV_OCTET, pad)]
+        members += ["pad_", (TV_ARRAY, TV_OCTET, pad)]
     for name, d in zip(names, descs):
         members += [name, d]
     return (TV_STRUCT, desc, "", "body", *members)
@@ -72,24 +72,28 @@ class BodyCodec:
     plain tuples.
     """
 
-    __slots__ = ("count", "_descs", "_structs", "_classes", "_objrefs")
+    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
         self._descs = descs
-        self._structs: dict[int, tuple] = {}
+        # omniORBpy 4.3.3 misreads a GIOP 1.2 wchar: read it as raw octets.
+        self._read_descs = tuple(wide.read_descriptor(d) for d in descs)
+        self._wide = self._read_descs != descs
+        self._structs: dict[tuple[int, bool], tuple] = {}
         self._classes: dict[int, type] = {}
         self._objrefs = any(_has_objref(d) for d in descs)
 
-    def _struct(self, pad: int) -> tuple[tuple, type]:
-        struct = self._structs.get(pad)
+    def _struct(self, pad: int, read: bool = False) -> tuple[tuple, type]:
+        struct = self._structs.get((pad, read))
         if struct is None:
             names = [f"a{i}" for i in range(self.count)]
-            fields = (["_pad"] if pad else []) + names
-            cls = collections.namedtuple("Body", fields)  # type: ignore[misc]
-            struct = _padded(cls, names, self._descs, pad)
-            self._structs[pad] = struct
-            self._classes[pad] = cls
+            cls = self._classes.get(pad)
+            if cls is None:
+                fields = (["pad_"] if pad else []) + names
+                cls = self._classes[pad] = collections.namedtuple("Body", fields)  # type: ignore[misc]
+            struct = _padded(cls, names, self._read_descs if read else self._descs, pad)
+            self._structs[(pad, read)] = struct
         return struct, self._classes[pad]
 
     def pack(self, values: tuple, align: int, little_endian: bool) -> bytes:
@@ -120,15 +124,19 @@ class BodyCodec:
         pad = align % 8
         try:
             if self.count == 1 and not pad:
-                return (_omnipy.cdrUnmarshal(self._descs[0], body, little_endian),)
-            struct, _ = self._struct(pad)
-            data = bytes(pad) + body if pad else body
-            values = tuple(_omnipy.cdrUnmarshal(struct, data, little_endian))
+                values: tuple = (_omnipy.cdrUnmarshal(self._read_descs[0], body, little_endian),)
+            else:
+                struct, _ = self._struct(pad, read=True)
+                data = bytes(pad) + body if pad else body
+                values = tuple(_omnipy.cdrUnmarshal(struct, data, little_endian))
+                values = values[1:] if pad else values
+            if self._wide:
+                values = tuple(wide.restore(d, v) for d, v in zip(self._descs, values))
         except CORBA.SystemException:
             raise
         except Exception as exc:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
-        return values[1:] if pad else values
+        return values
 
 
 class Operation:
@@ -190,8 +198,8 @@ def _pack_one(desc: Descriptor, value: Any, align: int, le: bool) -> bytes:
 
 
 def _pack_padded(desc: Descriptor, pad: int, value: Any, le: bool) -> bytes:
-    cls = collections.namedtuple("Padded", ["_pad", "v"])  # type: ignore[misc]
-    struct = (TV_STRUCT, cls, "", "body", "_pad", (TV_ARRAY, TV_OCTET, pad), "v", desc)
+    cls = collections.namedtuple("Padded", ["pad_", "v"])  # type: ignore[misc]
+    struct = (TV_STRUCT, cls, "", "body", "pad_", (TV_ARRAY, TV_OCTET, pad), "v", desc)
     return _omnipy.cdrMarshal(struct, cls(bytes(pad), value), le)[pad:]  # type: ignore[no-any-return]
 
 
@@ -200,8 +208,8 @@ def _unpack_one(desc: Descriptor, body: bytes, align: int, le: bool) -> Any:
     try:
         if not pad:
             return _omnipy.cdrUnmarshal(desc, body, le)
-        cls = collections.namedtuple("Padded", ["_pad", "v"])  # type: ignore[misc]
-        struct = (TV_STRUCT, cls, "", "body", "_pad", (TV_ARRAY, TV_OCTET, pad), "v", desc)
+        cls = collections.namedtuple("Padded", ["pad_", "v"])  # type: ignore[misc]
+        struct = (TV_STRUCT, cls, "", "body", "pad_", (TV_ARRAY, TV_OCTET, pad), "v", desc)
         return _omnipy.cdrUnmarshal(struct, bytes(pad) + body, le).v
     except CORBA.SystemException:
         raise
@@ -254,10 +262,21 @@ def set_objref_hook(hook: ObjrefHook) -> None:
     _to_omni_hook = hook
 
 
-@functools.lru_cache(maxsize=None)
+# Descriptors are long-lived module globals and may hold dicts (unions), so
+# they are cached by identity; the cache keeps each one alive.
+_objref_cache: dict[int, tuple[Descriptor, bool]] = {}
+
+
 def _has_objref(desc: Descriptor) -> bool:
-    if isinstance(desc, int) or not isinstance(desc, tuple):
+    if not isinstance(desc, tuple):
         return False
+    hit = _objref_cache.get(id(desc))
+    if hit is None:
+        hit = _objref_cache[id(desc)] = (desc, _scan_objref(desc))
+    return hit[1]
+
+
+def _scan_objref(desc: tuple) -> bool:
     kind = desc[0]
     if kind == TV_OBJREF:
         return True
