@@ -55,8 +55,8 @@ class LoopThread:
         self.stop()
 
 
-async def _await(aw: Awaitable[T]) -> T:
-    return await aw
+async def _call(method: Callable[..., Awaitable[T]], *args: Any) -> T:
+    return await method(*args)  # the call itself must start on the loop thread
 
 
 class SyncProxy:
@@ -80,14 +80,15 @@ class SyncProxy:
 
         def call(*args: Any) -> Any:
             plain = tuple(_unwrap(a) for a in args)
-            result = self._runner.run(_await(method(*plain)), self._timeout)
+            result = self._runner.run(_call(method, *plain), self._timeout)
             return self._wrap(result)
 
         return call
 
     def _narrow(self, interface: type) -> SyncProxy | None:
         """Like omniORB's ``_narrow``: a remote ``_is_a``, None if it fails."""
-        if not self._runner.run(_await(self._proxy._is_a(interface._NP_RepositoryId)), self._timeout):  # type: ignore[attr-defined]
+        repo_id = interface._NP_RepositoryId  # type: ignore[attr-defined]
+        if not self._runner.run(_call(self._proxy._is_a, repo_id), self._timeout):
             return None
         return SyncProxy(self._proxy._narrow(interface), self._runner, self._timeout)
 
