@@ -146,3 +146,26 @@ def test_ami_callback_and_poller(omni_servers: dict[str, OmniServer], loop_threa
     assert polled == awaited == "polled"
 
 
+
+
+@pytest.mark.parametrize("giop", [(1, 2), (1, 1), (1, 0)], ids=["giop1.2", "giop1.1", "giop1.0"])
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+def test_pyorb_client_to_pyorb_server_every_case(
+    loop_thread: LoopThread, giop: tuple[int, int], little_endian: bool
+) -> None:
+    """pyorb on both ends: every case passes, wchar included, in every version and byte order."""
+    from tests.interop.servants import TypesCoroutine
+
+    async def start() -> tuple[pyorb.Server, pyorb.Client, str]:
+        client = pyorb.Client()
+        server = pyorb.Server(objref_converter=client.from_objref)
+        await server.start()
+        return server, client, server.ior(server.activate(TypesCoroutine(server, client), "Types"))
+
+    server, client, ior = loop_thread.run(start())
+    try:
+        failed = run_cases(loop_thread, ior, Config(giop_version=giop, little_endian=little_endian))
+    finally:
+        loop_thread.run(client.close())
+        loop_thread.run(server.close())
+    assert failed == {}

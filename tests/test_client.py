@@ -1,0 +1,187 @@
+"""The asyncio client against pyorb servers: AMI futures, timeouts,
+cancellation, connection failures, reconnection and LOCATION_FORWARD."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any, AsyncIterator
+
+import pytest
+import pytest_asyncio
+from omniORB import CORBA
+
+import pyorb
+from pyorb.giop import codec
+from pyorb.giop.ior import IOR, build_ior
+from pyorb.giop.messages import CancelRequest
+
+IDL = pyorb.load_idl("idl/stock.idl")
+Stock, Stock__POA = IDL.Stock, IDL.Stock__POA
+
+
+class SlowQuoter(Stock__POA.Quoter):
+    """Replies after the number of milliseconds given as the stock name."""
+
+    def __init__(self) -> None:
+        self.cancelled = 0
+        self.started = 0
+
+    async def get_quote(self, name: str) -> int:
+        self.started += 1
+        try:
+            await asyncio.sleep(int(name) / 1000)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return int(name)
+
+
+@pytest_asyncio.fixture
+async def served() -> AsyncIterator[tuple[pyorb.Server, pyorb.Client, SlowQuoter, Any]]:
+    servant = SlowQuoter()
+    async with pyorb.Server() as server, pyorb.Client() as client:
+        key = server.activate(servant, "Slow")
+        yield server, client, servant, client.resolve(server.ior(key), Stock.Quoter)
+
+
+@pytest.mark.asyncio
+async def test_many_calls_share_one_connection(served: Any) -> None:
+    server, client, _, quoter = served
+    results = await asyncio.gather(*(quoter.get_quote(str(i % 20)) for i in range(2000)))
+    assert results == [i % 20 for i in range(2000)]
+    assert len(server.connections) == 1
+
+
+@pytest.mark.asyncio
+async def test_timeout_raises_timeout_and_sends_cancel_request(served: Any) -> None:
+    _, _, servant, quoter = served
+    with pytest.raises(CORBA.TIMEOUT):
+        await quoter.get_quote("2000", timeout=0.05)
+    for _ in range(200):  # the CancelRequest reaches the server, which cancels the coroutine
+        if servant.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert servant.cancelled == 1
+    assert await quoter.get_quote("1") == 1  # the connection is still good
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_caller_frees_the_slot(served: Any) -> None:
+    server, client, servant, quoter = served
+    call = asyncio.ensure_future(quoter.get_quote("2000"))
+    await asyncio.sleep(0.05)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await asyncio.sleep(0)  # the future's done callbacks run on the next loop iteration
+    conn = next(iter(client._conns.values()))
+    assert conn.pending == {}
+    for _ in range(200):
+        if servant.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert servant.cancelled == 1
+
+
+@pytest.mark.asyncio
+async def test_default_timeout_from_config() -> None:
+    servant = SlowQuoter()
+    async with pyorb.Server() as server, pyorb.Client(pyorb.Config(call_timeout=0.05)) as client:
+        quoter = client.resolve(server.ior(server.activate(servant)), Stock.Quoter)
+        with pytest.raises(CORBA.TIMEOUT):
+            await quoter.get_quote("1000")
+        assert await quoter.get_quote("1", timeout=None) == 1
+
+
+@pytest.mark.asyncio
+async def test_connection_loss_fails_pending_calls_then_reconnects(served: Any) -> None:
+    server, client, _, quoter = served
+    calls = [asyncio.ensure_future(quoter.get_quote("5000")) for _ in range(10)]
+    await asyncio.sleep(0.05)
+    for conn in list(server.connections):
+        conn.abort()
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, CORBA.COMM_FAILURE) and r.completed == CORBA.COMPLETED_MAYBE for r in results)
+    assert await quoter.get_quote("1") == 1  # a new connection
+
+
+@pytest.mark.asyncio
+async def test_refused_connection_raises_transient() -> None:
+    with socket.socket() as s:  # a port that nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with pyorb.Client() as client:
+        quoter = client.resolve(f"corbaloc::1.2@127.0.0.1:{port}/Nobody", Stock.Quoter)
+        with pytest.raises(CORBA.TRANSIENT):
+            await quoter.get_quote("1")
+
+
+@pytest.mark.asyncio
+async def test_unknown_object_and_operation(served: Any) -> None:
+    server, client, _, quoter = served
+    missing = client.resolve(server.corbaloc("NoSuchKey"), Stock.Quoter)
+    with pytest.raises(CORBA.OBJECT_NOT_EXIST):
+        await missing.get_quote("1")
+    from pyorb.marshal import Operation
+
+    with pytest.raises(CORBA.BAD_OPERATION):
+        await quoter._invoke(Operation("no_such_op", ((), (3,), None)), ())
+    assert await quoter._non_existent() is False
+    assert await quoter._is_a("IDL:Stock/Quoter:1.0") is True
+    assert await quoter._is_a("IDL:Other:1.0") is False
+
+
+@pytest.mark.asyncio
+async def test_location_forward_is_followed() -> None:
+    servant = SlowQuoter()
+    async with pyorb.Server() as real, pyorb.Server() as forwarder, pyorb.Client() as client:
+        key = real.activate(servant, "Real")
+        forwarder.adapter.forward("Moved", IOR.from_string(real.ior(key)))
+        quoter = client.resolve(forwarder.corbaloc("Moved"), Stock.Quoter)
+        assert await quoter.get_quote("3") == 3
+        assert servant.started == 1
+
+
+@pytest.mark.asyncio
+async def test_forwarding_loop_ends_with_transient() -> None:
+    async with pyorb.Server() as server, pyorb.Client(pyorb.Config(max_forwards=3)) as client:
+        server.adapter.forward("Loop", build_ior("IDL:Stock/Quoter:1.0", server.host, server.port, b"Loop"))
+        quoter = client.resolve(server.corbaloc("Loop"), Stock.Quoter)
+        with pytest.raises(CORBA.TRANSIENT):
+            await quoter.get_quote("1")
+
+
+@pytest.mark.asyncio
+async def test_ami_callback_and_poller_forms(served: Any) -> None:
+    _, _, _, quoter = served
+    got: list[Any] = []
+
+    class Handler:
+        def get_quote(self, value: int) -> None:
+            got.append(value)
+
+        def get_quote_excep(self, holder: Any) -> None:
+            got.append(holder.exception)
+
+    quoter.sendc_get_quote(Handler(), "7")
+    poller = quoter.sendp_get_quote("9")
+    assert not poller.is_ready()
+    with pytest.raises(CORBA.TIMEOUT):
+        poller.result()
+    assert await poller == 9
+    assert poller.result() == 9
+    for _ in range(100):
+        if got:
+            break
+        await asyncio.sleep(0.01)
+    assert got == [7]
+
+
+@pytest.mark.asyncio
+async def test_cancel_request_for_unknown_id_is_harmless(served: Any) -> None:
+    server, client, _, quoter = served
+    assert await quoter.get_quote("1") == 1
+    conn = next(iter(client._conns.values()))
+    conn.send(codec.encode(CancelRequest(12345)))
+    assert await quoter.get_quote("2") == 2
