@@ -1,0 +1,180 @@
+"""The README demo: a sink, an AMH middle tier and hundreds of clients.
+
+``python -m pyorb.demo`` starts a sink server (another process) whose
+operation answers after a fixed delay, an AMH middle tier that forwards each
+request to the sink with an AMI call and replies through its response
+handler when the sink answers, and N closed-loop clients.  The middle tier
+holds every pending request on one thread; the table shows it keeping up
+with the ideal N / delay throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyorb
+
+IDL_PATH = Path(__file__).resolve().parent / "data" / "bench.idl"
+
+
+def _bench() -> Any:
+    return pyorb.load_idl(IDL_PATH)
+
+
+async def run_sink(delay: float) -> None:
+    """Serve Bench::Sink; print the IOR; stop when stdin closes."""
+    idl = _bench()
+
+    class Sink(idl.Bench__POA.Sink):  # type: ignore[misc,name-defined]
+        async def work(self, token: int) -> int:
+            await asyncio.sleep(delay)
+            return token
+
+    async with pyorb.Server() as server:
+        print(server.ior(server.activate(Sink(), "Sink")), flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
+async def run_demo(clients: int, seconds: float, delay: float) -> dict[str, Any]:
+    """Start the sink process, the middle tier and the clients; measure."""
+    sink_proc = subprocess.Popen(
+        [sys.executable, "-m", "pyorb.demo", "--sink", "--delay", str(delay)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert sink_proc.stdout is not None
+        sink_ior = sink_proc.stdout.readline().strip()
+        if not sink_ior.startswith("IOR:"):
+            raise RuntimeError("the sink process did not start")
+        return await _middle_and_clients(sink_ior, clients, seconds, delay)
+    finally:
+        if sink_proc.stdin is not None:
+            sink_proc.stdin.close()
+        try:
+            sink_proc.wait(10)
+        except subprocess.TimeoutExpired:
+            sink_proc.kill()
+            sink_proc.wait()
+
+
+async def _middle_and_clients(sink_ior: str, clients: int, seconds: float, delay: float) -> dict[str, Any]:
+    idl = _bench()
+    peak_pending = 0
+    pending = 0
+
+    class Middle(pyorb.amh_skeleton(idl.Bench__POA.Sink)):  # type: ignore[misc]
+        def __init__(self, sink: Any) -> None:
+            self.sink = sink
+
+        def work(self, rh: Any, token: int) -> None:
+            nonlocal pending, peak_pending
+            pending += 1
+            peak_pending = max(peak_pending, pending)
+            self.sink.work(token).add_done_callback(lambda f: self._reply(rh, f))
+
+        def _reply(self, rh: Any, fut: asyncio.Future[int]) -> None:
+            nonlocal pending
+            pending -= 1
+            if fut.exception() is not None:
+                rh.raise_exception(fut.exception())
+            else:
+                rh.work(fut.result())
+
+    async with pyorb.Client() as to_sink, pyorb.Server() as middle, pyorb.Client() as front:
+        key = middle.activate(Middle(to_sink.resolve(sink_ior, idl.Bench.Sink)), "Middle")
+        proxy = front.resolve(middle.ior(key), idl.Bench.Sink)
+        latencies: list[float] = []
+        errors = 0
+        stop = time.monotonic() + seconds
+
+        async def client(n: int) -> None:
+            nonlocal errors
+            token = n << 32
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                try:
+                    got = await proxy.work(token, timeout=10)
+                    errors += got != token
+                except Exception:
+                    errors += 1
+                latencies.append(time.perf_counter() - t0)
+                token += 1
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(client(i) for i in range(clients)))
+        elapsed = time.monotonic() - t0
+    lat = sorted(latencies)
+    return {
+        "clients": clients,
+        "delay_ms": delay * 1000,
+        "replies": len(lat),
+        "throughput": len(lat) / elapsed,
+        "ideal": clients / delay,
+        "p50_ms": statistics.median(lat) * 1000 if lat else 0.0,
+        "p99_ms": lat[int(len(lat) * 0.99)] * 1000 if lat else 0.0,
+        "errors": errors,
+        "peak_pending": peak_pending,
+        "threads": threading.active_count(),
+    }
+
+
+def print_table(r: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="pyorb demo: AMH middle tier between closed-loop clients and a sink")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("clients (closed loop)", f"{r['clients']}"),
+        ("sink delay", f"{r['delay_ms']:.0f} ms"),
+        ("replies", f"{r['replies']}"),
+        ("throughput", f"{r['throughput']:.0f} replies/s"),
+        ("ideal N / delay", f"{r['ideal']:.0f} replies/s"),
+        ("efficiency", f"{100 * r['throughput'] / r['ideal']:.1f} %"),
+        ("latency p50 / p99", f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms"),
+        ("requests pending in the middle tier (peak)", f"{r['peak_pending']}"),
+        ("threads in the middle-tier process", f"{r['threads']}"),
+        ("errors or wrong replies", f"{r['errors']}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyorb.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=300, help="closed-loop clients (default 300)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measurement time (default 5)")
+    parser.add_argument("--delay", type=float, default=0.1, help="sink delay in seconds (default 0.1)")
+    parser.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.clients < 1 or args.seconds <= 0 or args.delay <= 0:
+        parser.error("--clients, --seconds and --delay must be positive")
+    runner = _runner()
+    if args.sink:
+        runner(run_sink(args.delay))
+        return 0
+    result = runner(run_demo(args.clients, args.seconds, args.delay))
+    print_table(result)
+    return 0 if result["errors"] == 0 and result["replies"] > 0 else 1
+
+
+def _runner() -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
+
+
+if __name__ == "__main__":
+    sys.exit(main())
