@@ -10,14 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyorb.client.client import Client
-    from pyorb.client.proxy import ExceptionHolder, ObjectRef, Poller
-    from pyorb.config import Config
-    from pyorb.giop.errors import ProtocolError
-    from pyorb.idl import compile_idl, load_idl
-    from pyorb.server.dispatch import EventLoopStrategy
-    from pyorb.server.server import Server
-    from pyorb.server.servant import ResponseHandler, amh_skeleton
+    from pyorb.client.client import Client as Client
+    from pyorb.client.proxy import ExceptionHolder as ExceptionHolder, ObjectRef as ObjectRef, Poller as Poller
+    from pyorb.config import Config as Config
+    from pyorb.giop.errors import ProtocolError as ProtocolError
+    from pyorb.idl import compile_idl as compile_idl, load_idl as load_idl
+    from pyorb.server.dispatch import EventLoopStrategy as EventLoopStrategy
+    from pyorb.server.server import Server as Server
+    from pyorb.server.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
 
 __version__ = "0.1.0"
 

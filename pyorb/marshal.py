@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 import _omnipy
 import omniORB
@@ -26,7 +26,7 @@ from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
 
 Descriptor = Any
-"""An omniidl type descriptor: an int for basic types, a tuple otherwise."""
+"""An omniidl type descriptor: an int for basic types, a tuple[Any, ...] otherwise."""
 
 TV_OBJREF = 14
 TV_STRUCT = 15
@@ -56,7 +56,15 @@ def ensure_orb() -> CORBA.ORB:
     return _orb
 
 
-def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad: int) -> tuple:
+def _marshal(desc: Descriptor, value: Any, little_endian: bool) -> bytes:
+    return cast(bytes, _omnipy.cdrMarshal(desc, value, little_endian))
+
+
+def _unmarshal(desc: Descriptor, data: bytes, little_endian: bool) -> Any:
+    return _omnipy.cdrUnmarshal(desc, data, little_endian)
+
+
+def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad: int) -> tuple[Any, ...]:
     members: list[Any] = []
     if pad:
         members += ["pad_", (TV_ARRAY, TV_OCTET, pad)]
@@ -80,23 +88,23 @@ class BodyCodec:
         # omniORBpy 4.3.3 misreads a GIOP 1.2 wchar: read it as raw octets.
         self._read_descs = tuple(wide.read_descriptor(d) for d in descs)
         self._wide = self._read_descs != descs
-        self._structs: dict[tuple[int, bool], tuple] = {}
+        self._structs: dict[tuple[int, bool], tuple[Any, ...]] = {}
         self._classes: dict[int, type] = {}
         self._objrefs = any(_has_objref(d) for d in descs)
 
-    def _struct(self, pad: int, read: bool = False) -> tuple[tuple, type]:
+    def _struct(self, pad: int, read: bool = False) -> tuple[tuple[Any, ...], type]:
         struct = self._structs.get((pad, read))
         if struct is None:
             names = [f"a{i}" for i in range(self.count)]
             cls = self._classes.get(pad)
             if cls is None:
                 fields = (["pad_"] if pad else []) + names
-                cls = self._classes[pad] = collections.namedtuple("Body", fields)  # type: ignore[misc]
+                cls = self._classes[pad] = collections.namedtuple("Body", fields)
             struct = _padded(cls, names, self._read_descs if read else self._descs, pad)
             self._structs[(pad, read)] = struct
         return struct, self._classes[pad]
 
-    def pack(self, values: tuple, align: int, little_endian: bool) -> bytes:
+    def pack(self, values: tuple[Any, ...], align: int, little_endian: bool) -> bytes:
         """Marshal ``values`` for a body starting at ``align`` (mod 8)."""
         if not self.count:
             return b""
@@ -107,28 +115,28 @@ class BodyCodec:
             values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
         try:
             if self.count == 1 and not pad:  # one value needs no wrapping struct
-                return _omnipy.cdrMarshal(self._descs[0], values[0], little_endian)  # type: ignore[no-any-return]
+                return _marshal(self._descs[0], values[0], little_endian)
             struct, cls = self._struct(pad)
             if pad:
-                return _omnipy.cdrMarshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
-            return _omnipy.cdrMarshal(struct, cls(*values), little_endian)
+                return _marshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
+            return _marshal(struct, cls(*values), little_endian)
         except CORBA.SystemException:
             raise
         except Exception as exc:  # a Python value of the wrong type
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
 
-    def unpack(self, body: bytes, align: int, little_endian: bool) -> tuple:
+    def unpack(self, body: bytes, align: int, little_endian: bool) -> tuple[Any, ...]:
         """Unmarshal a body that started at ``align`` (mod 8)."""
         if not self.count:
             return ()
         pad = align % 8
         try:
             if self.count == 1 and not pad:
-                values: tuple = (_omnipy.cdrUnmarshal(self._read_descs[0], body, little_endian),)
+                values: tuple[Any, ...] = (_unmarshal(self._read_descs[0], body, little_endian),)
             else:
                 struct, _ = self._struct(pad, read=True)
                 data = bytes(pad) + body if pad else body
-                values = tuple(_omnipy.cdrUnmarshal(struct, data, little_endian))
+                values = tuple(_unmarshal(struct, data, little_endian))
                 values = values[1:] if pad else values
             if self._wide:
                 values = tuple(wide.restore(d, v) for d, v in zip(self._descs, values))
@@ -147,9 +155,9 @@ class Operation:
     ``out types`` is None for a oneway operation.
     """
 
-    __slots__ = ("name", "oneway", "args", "results", "exceptions", "_result_shape")
+    __slots__ = ("name", "oneway", "args", "results", "exceptions", "_result_shape", "_exc_codecs")
 
-    def __init__(self, name: str, descriptor: tuple) -> None:
+    def __init__(self, name: str, descriptor: tuple[Any, ...]) -> None:
         in_types, out_types, excs = descriptor[:3]
         self.name = name
         self.oneway = out_types is None
@@ -157,8 +165,9 @@ class Operation:
         self.results = BodyCodec(tuple(out_types or ()))
         self.exceptions: dict[str, Descriptor] = dict(excs or {})
         self._result_shape = len(out_types or ())
+        self._exc_codecs: dict[str, BodyCodec] = {}
 
-    def result_value(self, values: tuple) -> Any:
+    def result_value(self, values: tuple[Any, ...]) -> Any:
         """omniORBpy's mapping: None, a single value, or a tuple."""
         if self._result_shape == 0:
             return None
@@ -166,7 +175,7 @@ class Operation:
             return values[0]
         return values
 
-    def result_tuple(self, value: Any) -> tuple:
+    def result_tuple(self, value: Any) -> tuple[Any, ...]:
         """The inverse of :meth:`result_value`, checking the shape."""
         if self._result_shape == 0:
             return ()
@@ -177,44 +186,27 @@ class Operation:
         return value
 
     def pack_user_exception(self, exc: CORBA.UserException, align: int, le: bool) -> bytes:
-        desc = self.exceptions.get(getattr(exc, "_NP_RepositoryId", ""))
-        if desc is None:
+        codec = self._exception_codec(getattr(exc, "_NP_RepositoryId", ""))
+        if codec is None:
             raise CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE)
-        return _pack_one(desc, exc, align, le)
+        return codec.pack((exc,), align, le)
 
     def unpack_user_exception(self, body: bytes, align: int, le: bool) -> Exception:
-        repo_id = CDRReader(body, le, base=align).string()
-        desc = self.exceptions.get(repo_id)
-        if desc is None:
-            return CORBA.UNKNOWN(0, CORBA.COMPLETED_YES)
-        return _unpack_one(desc, body, align, le)  # type: ignore[no-any-return]
+        try:
+            repo_id = CDRReader(body, le, base=align).string()
+        except ProtocolError:
+            return cast(Exception, CORBA.MARSHAL(0, CORBA.COMPLETED_YES))
+        codec = self._exception_codec(repo_id)
+        if codec is None:
+            return cast(Exception, CORBA.UNKNOWN(0, CORBA.COMPLETED_YES))
+        (exc,) = codec.unpack(body, align, le)
+        return cast(Exception, exc)
 
-
-def _pack_one(desc: Descriptor, value: Any, align: int, le: bool) -> bytes:
-    pad = align % 8
-    if not pad:
-        return _omnipy.cdrMarshal(desc, value, le)  # type: ignore[no-any-return]
-    return _pack_padded(desc, pad, value, le)
-
-
-def _pack_padded(desc: Descriptor, pad: int, value: Any, le: bool) -> bytes:
-    cls = collections.namedtuple("Padded", ["pad_", "v"])  # type: ignore[misc]
-    struct = (TV_STRUCT, cls, "", "body", "pad_", (TV_ARRAY, TV_OCTET, pad), "v", desc)
-    return _omnipy.cdrMarshal(struct, cls(bytes(pad), value), le)[pad:]  # type: ignore[no-any-return]
-
-
-def _unpack_one(desc: Descriptor, body: bytes, align: int, le: bool) -> Any:
-    pad = align % 8
-    try:
-        if not pad:
-            return _omnipy.cdrUnmarshal(desc, body, le)
-        cls = collections.namedtuple("Padded", ["pad_", "v"])  # type: ignore[misc]
-        struct = (TV_STRUCT, cls, "", "body", "pad_", (TV_ARRAY, TV_OCTET, pad), "v", desc)
-        return _omnipy.cdrUnmarshal(struct, bytes(pad) + body, le).v
-    except CORBA.SystemException:
-        raise
-    except Exception as exc:
-        raise CORBA.MARSHAL(0, CORBA.COMPLETED_YES) from exc
+    def _exception_codec(self, repo_id: str) -> BodyCodec | None:
+        codec = self._exc_codecs.get(repo_id)
+        if codec is None and repo_id in self.exceptions:
+            codec = self._exc_codecs[repo_id] = BodyCodec((self.exceptions[repo_id],))
+        return codec
 
 
 # -- system exceptions: repository id, minor code, completion status -------
@@ -276,7 +268,7 @@ def _has_objref(desc: Descriptor) -> bool:
     return hit[1]
 
 
-def _scan_objref(desc: tuple) -> bool:
+def _scan_objref(desc: tuple[Any, ...]) -> bool:
     kind = desc[0]
     if kind == TV_OBJREF:
         return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar, cast
 
 from pyorb.client.proxy import ObjectRef
 
@@ -23,7 +23,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         import uvloop
     except ImportError:
         return asyncio.new_event_loop()
-    return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    return cast(asyncio.AbstractEventLoop, uvloop.new_event_loop())
 
 
 class LoopThread:

@@ -34,7 +34,7 @@ def read_descriptor(desc: Any) -> Any:
     return hit[1]
 
 
-def _rewrite(desc: tuple) -> tuple:
+def _rewrite(desc: tuple[Any, ...]) -> tuple[Any, ...]:
     kind = desc[0]
     if kind in (TV_SEQUENCE, TV_ARRAY):
         inner = read_descriptor(desc[1])

@@ -163,3 +163,24 @@ async def test_request_for_unknown_key_and_undeclared_exception_keep_serving(ser
     assert decoded.reply_status == 2  # type: ignore[union-attr]
     assert b"OBJECT_NOT_EXIST" in decoded.body  # type: ignore[union-attr]
     assert await good.get_quote("IBM") == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [(1, 0), (1, 1), (1, 2)])
+async def test_locate_request_answers_here_unknown_or_forward(server: Any, version: tuple[int, int]) -> None:
+    from pyorb.giop.ior import IOR
+    from pyorb.giop.messages import LocateRequest, LocateStatus
+
+    srv, _ = server
+    srv.adapter.forward("Moved", IOR.from_string(srv.ior("Q")))
+    data = b"".join(
+        codec.encode(LocateRequest(i, key, version=version)) for i, key in enumerate([b"Q", b"nope", b"Moved"], 1)
+    )
+    reply = await exchange(srv, data)
+    statuses, pos = {}, 0
+    while pos < len(reply):
+        size = struct.unpack_from("<I", reply, pos + 8)[0]
+        msg = codec.decode(reply[pos : pos + 12], reply[pos + 12 : pos + 12 + size])
+        statuses[msg.request_id] = msg.locate_status  # type: ignore[union-attr]
+        pos += 12 + size
+    assert statuses == {1: LocateStatus.OBJECT_HERE, 2: LocateStatus.UNKNOWN_OBJECT, 3: LocateStatus.OBJECT_FORWARD}

@@ -77,7 +77,7 @@ class Client:
         return self.resolve(IOR.from_string(ior_text), interface)
 
     # -- invocation ------------------------------------------------------------
-    def invoke(self, target: IOR, op: Operation, args: tuple, timeout: float | None) -> asyncio.Future[Any]:
+    def invoke(self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None) -> asyncio.Future[Any]:
         """Start a call; the returned future gets the result or the exception."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()

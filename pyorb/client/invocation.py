@@ -36,7 +36,7 @@ class Invocation:
     def __init__(
         self,
         op: Operation,
-        args: tuple,
+        args: tuple[Any, ...],
         future: asyncio.Future[Any],
         retarget: Callable[[Invocation, IOR], None],
         convert: Callable[[Any], Any],

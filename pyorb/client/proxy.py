@@ -38,7 +38,7 @@ class ObjectRef:
         self._client = client
         self._ior = ior
 
-    def _invoke(self, op: Operation, args: tuple, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+    def _invoke(self, op: Operation, args: tuple[Any, ...], timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         if timeout is _DEFAULT:
             timeout = self._client.config.call_timeout
         return self._client.invoke(self._ior, op, args, timeout)

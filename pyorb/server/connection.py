@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -104,7 +105,10 @@ class ServerConnection(GIOPProtocol):
         if task is not None and req.response_expected:
             rid = req.request_id
             self.tasks[rid] = task
-            task.add_done_callback(lambda _t, rid=rid: self.tasks.pop(rid, None))
+            task.add_done_callback(functools.partial(self._task_done, rid))
+
+    def _task_done(self, request_id: int, _task: asyncio.Task[None]) -> None:
+        self.tasks.pop(request_id, None)
 
     def _builtin_or_missing(self, req: Request, info: ServantInfo) -> None:
         builtin = BUILTIN_NAMES.get(req.operation)

@@ -26,7 +26,7 @@ class Call:
 
     servant: Any
     entry: OpEntry
-    args: tuple
+    args: tuple[Any, ...]
     sink: ReplySink
     connection: object  # identity of the client connection, for per-connection strategies
 

@@ -78,8 +78,8 @@ def _repo_ids(cls: type) -> list[str]:
     return ids
 
 
-def _op_descriptors(cls: type) -> dict[str, tuple]:
-    ops: dict[str, tuple] = {}
+def _op_descriptors(cls: type) -> dict[str, tuple[Any, ...]]:
+    ops: dict[str, tuple[Any, ...]] = {}
     for klass in reversed(cls.__mro__):
         ops.update(klass.__dict__.get("_omni_op_d", {}))
     return ops
@@ -188,5 +188,6 @@ def amh_skeleton(poa_class: type) -> type:
         raise TypeError(f"{poa_class!r} is not a generated POA class")
     name = f"AMH_{poa_class.__name__}"
     skeleton = type(name, (poa_class,), {"_pyorb_amh": True, "_pyorb_handler": response_handler_class(poa_class)})
-    skeleton.__doc__ = f"AMH skeleton of {poa_class._NP_RepositoryId}: operations receive a response handler first."
+    repo_id = getattr(poa_class, "_NP_RepositoryId", "?")
+    skeleton.__doc__ = f"AMH skeleton of {repo_id}: operations receive a response handler first."
     return skeleton
