@@ -184,3 +184,13 @@ async def test_locate_request_answers_here_unknown_or_forward(server: Any, versi
         statuses[msg.request_id] = msg.locate_status  # type: ignore[union-attr]
         pos += 12 + size
     assert statuses == {1: LocateStatus.OBJECT_HERE, 2: LocateStatus.UNKNOWN_OBJECT, 3: LocateStatus.OBJECT_FORWARD}
+
+
+@pytest.mark.asyncio
+async def test_request_without_response_expected_gets_no_reply(server: Any) -> None:
+    srv, _ = server
+    # Two-way operation sent with response flags 0, then a normal request: only the second is answered.
+    reply = await exchange(srv, request(request_id=1, response_flags=0) + request(request_id=2))
+    decoded = codec.decode(reply[:12], reply[12:])
+    assert decoded.request_id == 2  # type: ignore[union-attr]
+    assert len(reply) == 12 + struct.unpack_from("<I", reply, 8)[0]
