@@ -1,0 +1,677 @@
+#!/usr/bin/env python3
+"""Side-by-side echo throughput benchmark: pyorb against omniORBpy.
+
+Every point runs in fresh server and client processes on loopback:
+
+  (a) omniORBpy client, 1/8/64 threads (one connection per thread) against
+      the pyorb server (sync servant), the omniORBpy server in
+      thread-per-connection mode and in thread-pool mode;
+  (b) omniORBpy client -> omniORBpy server, the omniORB-to-omniORB
+      reference: 8 threads on 8 connections and 64 on 64 (the same
+      processes and options as the matching (a) points, so those runs are
+      reused, not repeated) plus 64 threads sharing 8 connections;
+  (c) pyorb client -> pyorb server, 1/64/1000 calls in flight on one
+      connection, against the best omniORB-to-omniORB median of (b);
+  (L) sequential latency: 2000 calls one after another, omniORBpy client
+      -> pyorb server and -> omniORBpy thread-per-connection server.
+
+The machine is shared and noisy, so the numbers are medians over
+--repeats repetitions with their min-max spread, and ratios of medians
+measured in the same run.  Within a repetition the points that are
+compared with each other run back to back, and both the order of those
+blocks and the order inside each block rotate from one repetition to the
+next, so that drifting background load does not always hit one system.
+
+A run counts as clean only if client and server exit 0 and the client saw
+no error; medians use clean runs only and a point with an unclean run is
+flagged, with the reason listed under the tables.
+
+Tables are printed with `rich`; --markdown PATH writes them as Markdown
+(rich's Markdown box), --json PATH the raw per-run results.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import selectors
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, Sequence
+
+from rich import box
+from rich.console import Console, JustifyMethod
+from rich.table import Table as RichTable
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+SERVER_CMDS: dict[str, list[str]] = {
+    "pyorb": [str(ROOT / "servers" / "pyorb_echo.py"), "--servant", "sync"],
+    "omni-tpc": [str(ROOT / "servers" / "omni_echo.py"), "--threading", "tpc"],
+    "omni-pool": [str(ROOT / "servers" / "omni_echo.py"),
+                  "--threading", "pool"],
+}
+SERVER_NAMES = {"pyorb": "pyorb (sync servant)",
+                "omni-tpc": "omniORBpy thread/conn",
+                "omni-pool": "omniORBpy thread pool"}
+OMNI_CLIENT = str(ROOT / "loadtests" / "omni_echo_client.py")
+PYORB_CLIENT = str(ROOT / "loadtests" / "pyorb_echo_client.py")
+
+A_THREADS = (1, 8, 64)
+B_EXTRA = ((64, 8),)            # (threads, connections) beyond (a)'s n/n
+B_REFERENCE = ((8, 8), (64, 64)) + B_EXTRA
+C_CONCURRENCY = (1, 64, 1000)
+LATENCY_CALLS = 2000
+LATENCY_SERVERS = ("pyorb", "omni-tpc")
+
+SERVER_START_S = 30.0           # a server prints its IOR within this
+SERVER_STOP_S = 5.0             # per step: stdin EOF, SIGTERM, SIGKILL
+CALL_TIMEOUT_S = 5.0            # the clients' per-call timeout
+CLIENT_SLACK_S = 30.0           # start-up and exit on top of the window
+
+
+class ServerStartError(RuntimeError):
+    """A server process did not print an IOR."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured configuration."""
+
+    client: str                 # "omni" or "pyorb"
+    server: str                 # a key of SERVER_CMDS
+    n: int                      # client threads or calls in flight
+    connections: int | None = None  # omni client connections (None: n)
+    latency: bool = False       # sequential-latency mode
+
+    @property
+    def key(self) -> str:
+        """A stable name, used in the JSON and the notes."""
+        if self.latency:
+            return f"latency:{self.client}->{self.server}"
+        conns = f"/{self.connections}c" if self.connections else ""
+        return f"{self.client}({self.n}{conns})->{self.server}"
+
+
+@dataclass
+class Run:
+    """One run of one point, with everything needed to judge it."""
+
+    point: str
+    rep: int
+    seq: int
+    config: dict[str, Any] = field(default_factory=dict)
+    client_rc: int | None = None
+    server_rc: int | None = None
+    result: dict[str, Any] | None = None
+    wall_s: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """Both processes exited 0 and the client counted no error."""
+        return not self.problems
+
+
+# -- command line ---------------------------------------------------------
+
+
+def positive(kind: type) -> Callable[[str], Any]:
+    """argparse type: a positive int or float."""
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive: {text}")
+        return value
+    return parse
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line; --quick fills in what was not given."""
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=positive(float), default=None,
+                   help="measured seconds per point (default 3, quick 1)")
+    p.add_argument("--warmup", type=float, default=None, metavar="S",
+                   help="unmeasured seconds before each point "
+                        "(default 1, quick 0.5)")
+    p.add_argument("--repeats", type=positive(int), default=None,
+                   help="repetitions of every point (default 3, quick 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="1 s points, 1 repetition: a smoke run")
+    p.add_argument("--markdown", type=Path, metavar="PATH",
+                   help="also write the tables as Markdown here")
+    p.add_argument("--json", type=Path, metavar="PATH",
+                   help="also write the raw results as JSON here")
+    ns = p.parse_args(argv)
+    quick = ns.quick
+    ns.seconds = ns.seconds or (1.0 if quick else 3.0)
+    ns.repeats = ns.repeats or (1 if quick else 3)
+    ns.warmup = ns.warmup if ns.warmup is not None else (
+        0.5 if quick else 1.0)
+    if ns.warmup < 0:
+        p.error("--warmup must not be negative")
+    return ns
+
+
+# -- the plan ---------------------------------------------------------------
+
+
+def blocks() -> list[list[Point]]:
+    """The points, in blocks of those compared with each other."""
+    out = [[Point("omni", s, n) for s in ("pyorb", "omni-tpc", "omni-pool")]
+           for n in A_THREADS]
+    # pyorb->pyorb is compared with omni->omni: interleave the two.
+    extra = [Point("omni", s, t, c) for t, c in B_EXTRA
+             for s in ("omni-tpc", "omni-pool")]
+    pyorb = [Point("pyorb", "pyorb", n) for n in C_CONCURRENCY]
+    mixed = [pt for pair in zip(pyorb, extra + [None] * len(pyorb))
+             for pt in pair if pt is not None]
+    out.append(mixed)
+    out.append([Point("omni", s, 1, latency=True) for s in LATENCY_SERVERS])
+    return out
+
+
+def rotate(items: list[Any], by: int) -> list[Any]:
+    """``items`` rotated left by ``by`` places."""
+    if not items:
+        return items
+    by %= len(items)
+    return items[by:] + items[:by]
+
+
+def schedule(rep: int) -> list[Point]:
+    """The order of the points in repetition ``rep`` (0-based)."""
+    return [pt for block in rotate(blocks(), rep) for pt in rotate(block, rep)]
+
+
+# -- processes --------------------------------------------------------------
+
+
+def read_first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The first stdout line of ``proc``, or '' at EOF or timeout."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buf = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.split(b"\n", 1)[0].decode(errors="replace").strip()
+
+
+def tail(stream: IO[bytes], limit: int = 300) -> str:
+    """The last line of a captured stderr file, shortened."""
+    stream.seek(0)
+    lines = stream.read().decode(errors="replace").strip().splitlines()
+    return lines[-1][-limit:] if lines else ""
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> int:
+    """Stop a server we started: stdin EOF, then SIGTERM, then SIGKILL.
+
+    Returns its exit status; a server that needed SIGTERM or SIGKILL gets
+    no extra mark here beyond what its exit status says.
+    """
+    if proc.stdin is not None and not proc.stdin.closed:
+        try:
+            proc.stdin.close()  # the servers stop at stdin EOF
+        except OSError:
+            pass
+    for step in (None, proc.terminate, proc.kill):
+        if step is not None:
+            step()
+        try:
+            return proc.wait(SERVER_STOP_S)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.wait()
+
+
+class ServerProcess:
+    """A fresh echo server for one point; a context manager that always
+    stops the process it started (by its pid, via Popen)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.rc: int | None = None
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()
+
+    def __enter__(self) -> str:
+        # stderr goes to a file: a chatty server must never block on a
+        # full pipe in the middle of a measurement.
+        self.proc = subprocess.Popen(
+            [PY, *SERVER_CMDS[self.kind]], cwd=ROOT, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.stderr)
+        ior = read_first_line(self.proc, SERVER_START_S)
+        if not ior.startswith("IOR:"):
+            self.rc = stop_process(self.proc)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            why = tail(self.stderr) or f"no IOR within {SERVER_START_S:g} s"
+            raise ServerStartError(
+                f"{SERVER_NAMES[self.kind]} server failed to start "
+                f"(rc {self.rc}): {why}")
+        return ior
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None and self.rc is None:
+            self.rc = stop_process(self.proc)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def problem(self) -> str | None:
+        """Why the server's exit counts against the run, if it does."""
+        if self.rc == 0:
+            return None
+        msg = f"server rc {self.rc}"
+        why = tail(self.stderr)
+        return f"{msg}: {why}" if why else msg
+
+
+def client_command(pt: Point, ior: str, ns: argparse.Namespace) -> list[str]:
+    """The client process for ``pt``."""
+    if pt.latency:
+        return [PY, OMNI_CLIENT, ior, "--sequential-latency",
+                str(LATENCY_CALLS), "--warmup", str(ns.warmup)]
+    window = ["--seconds", str(ns.seconds), "--warmup", str(ns.warmup),
+              "--timeout", str(CALL_TIMEOUT_S)]
+    if pt.client == "pyorb":
+        return [PY, PYORB_CLIENT, ior, "--concurrency", str(pt.n), *window]
+    cmd = [PY, OMNI_CLIENT, ior, "--threads", str(pt.n), *window]
+    if pt.connections:
+        cmd += ["--connections", str(pt.connections)]
+    return cmd
+
+
+def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
+    """Run one point in a fresh server and client; judge the outcome."""
+    run = Run(pt.key, rep, seq, asdict(pt))
+    started = time.monotonic()
+    server = ServerProcess(pt.server)
+    err = ""
+    try:
+        with server as ior:
+            # subprocess.run kills its child on timeout: the client is
+            # bounded even if it hangs.
+            limit = ns.warmup + ns.seconds + CALL_TIMEOUT_S + CLIENT_SLACK_S
+            try:
+                done = subprocess.run(
+                    client_command(pt, ior, ns), cwd=ROOT, timeout=limit,
+                    stdin=subprocess.DEVNULL, capture_output=True,
+                    check=False)
+                run.client_rc = done.returncode
+                run.result = last_json(done.stdout)
+                err = done.stderr.decode(errors="replace").strip()
+            except subprocess.TimeoutExpired:
+                run.client_rc, err = None, f"client killed after {limit:g} s"
+        run.server_rc = server.rc
+        run.wall_s = round(time.monotonic() - started, 2)
+        judge(run, server.problem(), err)
+    finally:
+        server.stderr.close()
+    return run
+
+
+def last_json(stdout: bytes) -> dict[str, Any] | None:
+    """The client's JSON line, or None if it printed none."""
+    for line in reversed(stdout.decode(errors="replace").splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def judge(run: Run, server_problem: str | None, client_err: str) -> None:
+    """Fill ``run.problems``: every reason not to trust the run."""
+    last_err = client_err.splitlines()[-1][:300] if client_err else ""
+    if run.client_rc != 0:
+        run.problems.append(
+            f"client rc {run.client_rc}" + (f": {last_err}" if last_err
+                                            else ""))
+    if run.result is None:
+        run.problems.append("client printed no result")
+    elif run.result.get("errors"):
+        run.problems.append(f"{run.result['errors']} call errors")
+    if server_problem:
+        run.problems.append(server_problem)
+
+
+# -- statistics and tables ----------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """A point's clean runs boiled down; None where no run was clean."""
+
+    median: float | None
+    low: float | None
+    high: float | None
+    clean: int
+    total: int
+
+    @property
+    def runs(self) -> str:
+        """'3/3', or '2/3 !' when some run was not clean."""
+        mark = "" if self.clean == self.total else " !"
+        return f"{self.clean}/{self.total}{mark}"
+
+
+def summarize(runs: list[Run], metric: str = "calls_per_s") -> Summary:
+    """Median and min-max of ``metric`` over the clean runs."""
+    values = [r.result[metric] for r in runs
+              if r.clean and r.result and r.result.get(metric) is not None]
+    if not values:
+        return Summary(None, None, None, 0, len(runs))
+    return Summary(statistics.median(values), min(values), max(values),
+                   len(values), len(runs))
+
+
+def rate(value: float | None) -> str:
+    """Calls per second, with thousands separators."""
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def spread(s: Summary, fmt: Callable[[float | None], str] = rate) -> str:
+    """'min–max' of a summary."""
+    return "—" if s.low is None else f"{fmt(s.low)}–{fmt(s.high)}"
+
+
+def ratio(num: float | None, den: float | None) -> str:
+    """num/den as '0.83×', or '—'."""
+    if not num or not den:
+        return "—"
+    return f"{num / den:.2f}×"
+
+
+def micro(value: float | None) -> str:
+    """Microseconds with one decimal."""
+    return "—" if value is None else f"{value:,.1f}"
+
+
+@dataclass
+class Table:
+    """One group's table, rendered for the terminal and for Markdown."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    align: tuple[JustifyMethod, ...]
+    note: str = ""
+
+    def rich_table(self, style: box.Box, title: str | None) -> RichTable:
+        """The table as a rich Table drawn with ``style``."""
+        table = RichTable(title=title, box=style, title_justify="left")
+        for header, align in zip(self.headers, self.align):
+            table.add_column(header, justify=align)
+        for row in self.rows:
+            table.add_row(*row)
+        return table
+
+    def markdown(self) -> str:
+        """The table as a GitHub Markdown table, numbers right-aligned."""
+        buf = io.StringIO()
+        Console(file=buf, width=400, color_system=None, highlight=False,
+                force_terminal=False).print(
+            self.rich_table(box.MARKDOWN, None))
+        lines = [ln.rstrip() for ln in buf.getvalue().splitlines()
+                 if ln.strip()]
+        # rich's separator row has no alignment colons; GitHub needs them
+        # to right-align the numbers.
+        widths = [len(cell) for cell in lines[1].strip("|").split("|")]
+        lines[1] = "|" + "|".join(
+            "-" * (w - 1) + ":" if a == "right" else "-" * w
+            for w, a in zip(widths, self.align)) + "|"
+        return "\n".join(lines)
+
+
+def table_a(by_key: dict[str, list[Run]]) -> Table:
+    """(a): omniORBpy client against the three servers."""
+    rows = []
+    for n in A_THREADS:
+        sums = {s: summarize(by_key[Point("omni", s, n).key])
+                for s in ("pyorb", "omni-tpc", "omni-pool")}
+        for s, sm in sums.items():
+            vs = "" if s == "pyorb" else ratio(sums["pyorb"].median, sm.median)
+            rows.append([str(n), SERVER_NAMES[s], rate(sm.median), spread(sm),
+                         sm.runs, vs])
+    return Table(
+        "(a) omniORBpy client (one connection per thread) → each server",
+        ["threads", "server", "median calls/s", "min–max", "clean runs",
+         "pyorb ÷ this"], rows,
+        ("right", "left", "right", "right", "right", "right"),
+        "pyorb ÷ this: the pyorb server's median over this server's, same "
+        "thread count (>1: pyorb faster).")
+
+
+def reference_points() -> list[Point]:
+    """(b)'s omniORB-to-omniORB points."""
+    return [Point("omni", s, t, None if t == c else c)
+            for t, c in B_REFERENCE for s in ("omni-tpc", "omni-pool")]
+
+
+def best_reference(by_key: dict[str, list[Run]]) -> tuple[Point, Summary] | None:
+    """The omniORB-to-omniORB point with the highest median."""
+    scored = [(pt, summarize(by_key[pt.key])) for pt in reference_points()]
+    scored = [(pt, s) for pt, s in scored if s.median is not None]
+    return max(scored, key=lambda ps: ps[1].median or 0.0, default=None)
+
+
+def describe(pt: Point) -> str:
+    """'omniORBpy thread pool, 8 threads / 8 conns'."""
+    return (f"{SERVER_NAMES[pt.server]}, {pt.n} threads / "
+            f"{pt.connections or pt.n} conns")
+
+
+def table_b(by_key: dict[str, list[Run]]) -> Table:
+    """(b): the omniORB-to-omniORB reference points."""
+    best = best_reference(by_key)
+    rows = []
+    for pt in reference_points():
+        sm = summarize(by_key[pt.key])
+        mark = "best" if best and best[0] == pt else ""
+        rows.append([str(pt.n), str(pt.connections or pt.n),
+                     SERVER_NAMES[pt.server], rate(sm.median), spread(sm),
+                     sm.runs, mark])
+    return Table(
+        "(b) omniORBpy client → omniORBpy server (the reference)",
+        ["threads", "connections", "server", "median calls/s", "min–max",
+         "clean runs", ""], rows,
+        ("right", "right", "left", "right", "right", "right", "left"),
+        "n threads on n connections are the same runs as in (a). 'best' is "
+        "the highest median, the maximum of several noisy medians: it "
+        "flatters omniORB a little.")
+
+
+def table_c(by_key: dict[str, list[Run]]) -> Table:
+    """(c): pyorb to pyorb against the best omniORB-to-omniORB median."""
+    best = best_reference(by_key)
+    ref = best[1].median if best else None
+    rows = []
+    for n in C_CONCURRENCY:
+        sm = summarize(by_key[Point("pyorb", "pyorb", n).key])
+        rows.append([str(n), rate(sm.median), spread(sm), sm.runs,
+                     ratio(sm.median, ref)])
+    where = (f"{rate(ref)} calls/s, {describe(best[0])}" if best
+             else "no clean reference")
+    return Table(
+        "(c) pyorb client → pyorb server (one connection)",
+        ["calls in flight", "median calls/s", "min–max", "clean runs",
+         "÷ best omniORB→omniORB"], rows,
+        ("right", "right", "right", "right", "right"),
+        f"Best omniORB→omniORB median: {where}.")
+
+
+def table_latency(by_key: dict[str, list[Run]]) -> Table:
+    """(L): sequential round trips, omniORBpy client."""
+    rows = []
+    sums: dict[str, dict[str, Summary]] = {}
+    for s in LATENCY_SERVERS:
+        runs = by_key[Point("omni", s, 1, latency=True).key]
+        sums[s] = {m: summarize(runs, m) for m in ("min_us", "p50_us",
+                                                  "p99_us")}
+    for s in LATENCY_SERVERS:
+        st = sums[s]
+        vs = "" if s == "pyorb" else ratio(sums["pyorb"]["p50_us"].median,
+                                           st["p50_us"].median)
+        rows.append([SERVER_NAMES[s], micro(st["min_us"].median),
+                     micro(st["p50_us"].median), micro(st["p99_us"].median),
+                     spread(st["p50_us"], micro), st["p50_us"].runs, vs])
+    return Table(
+        f"(L) Sequential latency, {LATENCY_CALLS} calls, omniORBpy client "
+        "(µs)",
+        ["server", "min", "median", "p99", "median: min–max", "clean runs",
+         "pyorb ÷ this (median)"], rows,
+        ("left", "right", "right", "right", "right", "right", "right"),
+        "Each figure is the median over repetitions of that run's statistic;"
+        " pyorb ÷ this >1: pyorb slower.")
+
+
+def tables(by_key: dict[str, list[Run]]) -> list[Table]:
+    """All result tables, in reading order."""
+    return [table_a(by_key), table_b(by_key), table_c(by_key),
+            table_latency(by_key)]
+
+
+def problem_notes(runs: list[Run]) -> list[str]:
+    """One line per unclean run."""
+    return [f"rep {r.rep + 1}, {r.point}: {'; '.join(r.problems)}"
+            for r in runs if not r.clean]
+
+
+# -- output -------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    return {"python": platform.python_version(),
+            "platform": platform.platform(), "cpus": os.cpu_count(),
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def header_lines(ns: argparse.Namespace, meta: dict[str, Any]) -> list[str]:
+    """The run's settings and conditions, for both outputs."""
+    return [f"Command: {meta['command']}",
+            f"{ns.repeats} repetition(s), {ns.seconds:g} s measured per point "
+            f"after {ns.warmup:g} s warm-up; fresh processes per point; "
+            "loopback 127.0.0.1.",
+            f"Python {meta['machine']['python']}, "
+            f"{meta['machine']['cpus']} CPUs, {meta['machine']['platform']}.",
+            f"Load average before: {meta['load_before']}, after: "
+            f"{meta['load_after']}; total {meta['wall_s']:.0f} s."]
+
+
+def print_report(ns: argparse.Namespace, meta: dict[str, Any],
+                 tbls: list[Table], notes: list[str]) -> None:
+    """The tables on stdout."""
+    # Not a terminal (a log file): rich would wrap at 80 columns.
+    console = Console(highlight=False,
+                      width=None if sys.stdout.isatty() else 200)
+    print()
+    for line in header_lines(ns, meta):
+        print(line)
+    for t in tbls:
+        print()
+        console.print(t.rich_table(box.ROUNDED, t.title))
+        if t.note:
+            print(t.note)
+    print("\nUnclean runs (left out of the medians):" if notes
+          else "\nAll runs clean.")
+    for line in notes:
+        print(f"  {line}")
+
+
+def write_markdown(path: Path, ns: argparse.Namespace, meta: dict[str, Any],
+                   tbls: list[Table], notes: list[str]) -> None:
+    """The tables as Markdown, ready to paste into docs/benchmarks.md."""
+    parts = ["\n".join(f"{line}  " for line in header_lines(ns, meta))]
+    for t in tbls:
+        parts.append(f"**{t.title}**\n\n{t.markdown()}"
+                     + (f"\n\n{t.note}" if t.note else ""))
+    parts.append("Unclean runs (left out of the medians):\n\n"
+                 + "\n".join(f"- {n}" for n in notes) if notes
+                 else "All runs clean.")
+    path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+
+
+def write_json(path: Path, meta: dict[str, Any], runs: list[Run]) -> None:
+    """Every run, raw."""
+    data = {"meta": meta,
+            "runs": [{**asdict(r), "clean": r.clean} for r in runs]}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+# -- main ---------------------------------------------------------------------
+
+
+def run_all(ns: argparse.Namespace) -> Iterator[Run]:
+    """Every point of every repetition, in schedule order, with progress
+    on stderr."""
+    seq = 0
+    for rep in range(ns.repeats):
+        plan = schedule(rep)
+        for i, pt in enumerate(plan, 1):
+            run = run_point(pt, rep, seq, ns)
+            seq += 1
+            res = run.result or {}
+            shown = (f"p50 {res.get('p50_us')} µs" if pt.latency
+                     else f"{rate(res.get('calls_per_s'))} calls/s")
+            flag = "" if run.clean else "  ! " + "; ".join(run.problems)
+            print(f"[rep {rep + 1}/{ns.repeats} {i:2}/{len(plan)}] "
+                  f"{pt.key:28} {shown}{flag}", file=sys.stderr, flush=True)
+            yield run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and report; 1 if a server would not start."""
+    ns = parse_args(argv)
+    started = time.monotonic()
+    meta: dict[str, Any] = {
+        "command": " ".join(["python", "loadtests/bench_echo.py",
+                             *(argv if argv is not None else sys.argv[1:])]),
+        "seconds": ns.seconds, "warmup": ns.warmup, "repeats": ns.repeats,
+        "machine": machine(),
+        "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+    runs: list[Run] = []
+    try:
+        for run in run_all(ns):
+            runs.append(run)
+    except ServerStartError as exc:
+        print(f"bench_echo: error: {exc}", file=sys.stderr)
+        return 1
+    meta["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    meta["wall_s"] = round(time.monotonic() - started, 1)
+    by_key: dict[str, list[Run]] = {}
+    for run in runs:
+        by_key.setdefault(run.point, []).append(run)
+    tbls = tables(by_key)
+    notes = problem_notes(runs)
+    print_report(ns, meta, tbls, notes)
+    if ns.markdown:
+        write_markdown(ns.markdown, ns, meta, tbls, notes)
+    if ns.json:
+        write_json(ns.json, meta, runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
