@@ -72,7 +72,8 @@ class GIOPProtocol(asyncio.Protocol):
             self._protocol_error(exc)
         finally:
             self._flush()
-        self._watch_partial()
+        if core.in_progress or self._read_timer is not None:
+            self._watch_partial()
 
     def eof_received(self) -> bool | None:
         try:

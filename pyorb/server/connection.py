@@ -79,7 +79,7 @@ class ServerConnection(GIOPProtocol):
             self.close()
 
     def _request(self, req: Request) -> None:
-        if getattr(req, "addressing_disposition", 0) != 0:
+        if req.addressing_disposition:
             self._needs_addressing_mode(req)
             return
         found = self.adapter.lookup(req.object_key)
@@ -100,8 +100,8 @@ class ServerConnection(GIOPProtocol):
             return
         if op.args._objrefs and entry.style is not Style.SYNC:
             args = tuple(marshal.from_omni(d, v, self._convert) for d, v in zip(op.args._descs, args))
-        sink = ReplySink(req.request_id, req.version, req.little_endian, op, req.response_expected, self)
-        task = self.strategy.dispatch(Call(servant, entry, args, sink, self))
+        call = Call(servant, entry, args, req.request_id, req.version, req.little_endian, req.response_expected, self)
+        task = self.strategy.dispatch(call)
         if task is not None and req.response_expected:
             rid = req.request_id
             self.tasks[rid] = task

@@ -9,30 +9,55 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any, Coroutine, Protocol
 
 from omniORB import CORBA
 
-from pyorb.server.reply import ReplySink
+from pyorb.giop.messages import Version
+from pyorb.server.reply import Channel, ReplySink
 from pyorb.server.servant import OpEntry, ResponseHandler, Style
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class Call:
-    """One decoded request on its way to servant code."""
+class Call(ReplySink):
+    """One decoded request on its way to servant code, and its way back.
 
-    servant: Any
-    entry: OpEntry
-    args: tuple[Any, ...]
-    sink: ReplySink
-    connection: object  # identity of the client connection, for per-connection strategies
+    It is its own reply sink (``result``/``exception``), so a request costs
+    one object.  ``connection`` identifies the client connection, for
+    per-connection strategies; strategies never touch it otherwise.
+    """
+
+    __slots__ = ("servant", "entry", "args", "connection")
+
+    def __init__(
+        self,
+        servant: Any,
+        entry: OpEntry,
+        args: tuple[Any, ...],
+        request_id: int,
+        version: Version,
+        little_endian: bool,
+        response_expected: bool,
+        channel: Channel,
+    ) -> None:
+        # ReplySink's fields are set here directly: this runs for every request.
+        self.request_id = request_id
+        self.version = version
+        self.little_endian = little_endian
+        self.op = entry.op
+        self.response_expected = response_expected
+        self.channel = channel
+        self.done = False
+        self.on_sent = None
+        self.servant = servant
+        self.entry = entry
+        self.args = args
+        self.connection = channel
 
 
 class Strategy(Protocol):
-    """Takes calls and makes sure each one's sink is completed."""
+    """Takes calls and makes sure each one is answered (``call.result`` or ``call.exception``)."""
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         """Start ``call``; return the task running it, if it runs as one."""
@@ -47,11 +72,11 @@ def _fail(call: Call, exc: BaseException) -> None:
     ):
         log.error("servant %s.%s raised an undeclared exception; the client gets CORBA.UNKNOWN",
                   type(call.servant).__name__, call.entry.op.name, exc_info=exc)
-    if call.sink.done:
+    if call.done:
         log.error("servant %s.%s raised after it had replied", type(call.servant).__name__, call.entry.op.name,
                   exc_info=exc)
         return
-    call.sink.exception(exc)
+    call.exception(exc)
 
 
 def run_sync(call: Call) -> None:
@@ -61,26 +86,26 @@ def run_sync(call: Call) -> None:
     except Exception as exc:
         _fail(call, exc)
         return
-    call.sink.result(result)
+    call.result(result)
 
 
 async def _run_coroutine(call: Call, coro: Coroutine[Any, Any, Any]) -> None:
     try:
         result = await coro
     except asyncio.CancelledError:
-        call.sink.done = True  # the client cancelled: it wants no reply
+        call.done = True  # the client cancelled: it wants no reply
         raise
     except Exception as exc:
         _fail(call, exc)
         return
-    call.sink.result(result)
+    call.result(result)
 
 
 async def _run_amh(call: Call, coro: Coroutine[Any, Any, Any]) -> None:
     try:
         await coro
     except asyncio.CancelledError:
-        call.sink.done = True  # the client cancelled: it wants no reply
+        call.done = True  # the client cancelled: it wants no reply
         raise
     except Exception as exc:
         _fail(call, exc)
@@ -89,7 +114,7 @@ async def _run_amh(call: Call, coro: Coroutine[Any, Any, Any]) -> None:
 def start_amh(call: Call) -> Coroutine[Any, Any, Any] | None:
     """Call an AMH method; return its coroutine if it has to keep running."""
     handler_cls = getattr(type(call.servant), "_pyorb_handler", ResponseHandler)
-    rh = handler_cls(call.sink)
+    rh = handler_cls(call)
     try:
         outcome = getattr(call.servant, call.entry.attr)(rh, *call.args)
     except Exception as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import threading
+from threading import get_ident
 import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -76,13 +76,20 @@ class ReplySink:
         self.done = True
 
     def result(self, value: Any) -> None:
-        self.claim()
+        if self.done:
+            raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+        self.done = True
         if not self.response_expected:
             return
         op = self.op
+        le = self.little_endian
         try:
             values = op.result_tuple(value)
-            data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, self.little_endian))
+            if self.version == GIOP_1_2:  # the common case, without a closure
+                body = op.results.pack(values, 0, le)
+                data = codec.encode(Reply(self.request_id, ReplyStatus.NO_EXCEPTION, body, (), GIOP_1_2, le))
+            else:
+                data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le))
         except CORBA.SystemException as exc:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
             data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
@@ -112,8 +119,11 @@ class ReplySink:
 
     def _deliver(self, data: bytes) -> None:
         channel = self.channel
-        if threading.get_ident() == channel.loop_thread:
-            self._send(data)
+        if get_ident() == channel.loop_thread:
+            if not channel.send(data):
+                log.debug("reply %d dropped: connection closed", self.request_id)
+            if self.on_sent is not None:
+                self.on_sent()
             return
         try:
             channel.loop.call_soon_threadsafe(self._send, data)
