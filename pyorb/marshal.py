@@ -14,6 +14,7 @@ struct built from the omniidl descriptors, so a whole body is one C call.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from typing import Any, Callable, Iterable, cast
 
@@ -21,9 +22,11 @@ import _omnipy
 import omniORB
 from omniORB import CORBA
 
-from pyorb import wide
+from pyorb import cdrscan, wide
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
+
+log = logging.getLogger(__name__)
 
 Descriptor = Any
 """An omniidl type descriptor: an int for basic types, a tuple[Any, ...] otherwise."""
@@ -56,6 +59,30 @@ def ensure_orb() -> CORBA.ORB:
     return _orb
 
 
+# Sizes of the primitive kinds, for the padding-free check below.
+_PRIMITIVE_SIZE = {2: 2, 3: 4, 4: 2, 5: 4, 6: 4, 7: 8, 8: 1, 9: 1, 10: 1, 23: 8, 24: 8}
+TV_ENUM, TV_STRING = 17, 18
+
+
+def _padding_free(descs: Iterable[Descriptor], pad: int) -> bool:
+    """True if values of ``descs`` starting at ``pad`` can never need padding.
+
+    That holds for naturally aligned runs of primitives, optionally ending
+    with one string; anything else goes through the scrubber.
+    """
+    pos = pad
+    items = [_strip_alias(d) for d in descs]
+    for i, desc in enumerate(items):
+        kind = desc[0] if isinstance(desc, tuple) else desc
+        size = 4 if kind == TV_ENUM else _PRIMITIVE_SIZE.get(kind) if isinstance(desc, int) else None
+        if kind == TV_STRING and i == len(items) - 1:
+            return pos % 4 == 0
+        if size is None or pos % size:
+            return False
+        pos += size
+    return True
+
+
 def _marshal(desc: Descriptor, value: Any, little_endian: bool) -> bytes:
     return cast(bytes, _omnipy.cdrMarshal(desc, value, little_endian))
 
@@ -80,7 +107,7 @@ class BodyCodec:
     plain tuples.
     """
 
-    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs")
+    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -91,6 +118,7 @@ class BodyCodec:
         self._structs: dict[tuple[int, bool], tuple[Any, ...]] = {}
         self._classes: dict[int, type] = {}
         self._objrefs = any(_has_objref(d) for d in descs)
+        self._no_padding: dict[int, bool] = {}
 
     def _struct(self, pad: int, read: bool = False) -> tuple[tuple[Any, ...], type]:
         struct = self._structs.get((pad, read))
@@ -115,15 +143,35 @@ class BodyCodec:
             values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
         try:
             if self.count == 1 and not pad:  # one value needs no wrapping struct
-                return _marshal(self._descs[0], values[0], little_endian)
-            struct, cls = self._struct(pad)
-            if pad:
-                return _marshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
-            return _marshal(struct, cls(*values), little_endian)
+                body = _marshal(self._descs[0], values[0], little_endian)
+            else:
+                struct, cls = self._struct(pad)
+                if pad:
+                    body = _marshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
+                else:
+                    body = _marshal(struct, cls(*values), little_endian)
         except CORBA.SystemException:
             raise
         except Exception as exc:  # a Python value of the wrong type
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
+        return body if self._padding_free(pad) else self._scrub(body, pad, little_endian)
+
+    def _padding_free(self, pad: int) -> bool:
+        free = self._no_padding.get(pad)
+        if free is None:
+            free = self._no_padding[pad] = _padding_free(self._descs, pad)
+        return free
+
+    def _scrub(self, body: bytes, pad: int, little_endian: bool) -> bytes:
+        # omniORB leaves alignment padding uninitialised: process memory
+        # must not leave the process, so every padding byte is zeroed.
+        buf = bytearray(body)
+        try:
+            cdrscan.zero_padding(self._descs, buf, little_endian, pad)
+        except ValueError as exc:
+            log.error("cannot zero the padding of a body of %s: %s", self._descs, exc)
+            return body
+        return bytes(buf)
 
     def unpack(self, body: bytes, align: int, little_endian: bool) -> tuple[Any, ...]:
         """Unmarshal a body that started at ``align`` (mod 8)."""
