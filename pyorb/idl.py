@@ -15,17 +15,26 @@ from typing import Iterable
 from pyorb.marshal import import_idl
 
 
+_loaded: dict[Path, SimpleNamespace] = {}
+
+
 def load_idl(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathLike[str]] = ()) -> SimpleNamespace:
     """Compile ``path`` in-process (with AMI stubs) and import what it defines.
 
     Returns a namespace of the imported modules, for example
     ``load_idl("idl/stock.idl").Stock.Quoter`` and ``.Stock__POA.Quoter``.
-    Raises FileNotFoundError for a missing file and ImportError (with
-    omniidl's message) for IDL that does not compile.
+    Loading the same file again returns the same namespace.  Raises
+    FileNotFoundError for a missing file and ImportError (with omniidl's
+    message) for IDL that does not compile.
     """
-    path = Path(path)
+    path = Path(path).resolve()
     if not path.is_file():
         raise FileNotFoundError(f"IDL file not found: {path}")
+    # Importing the same IDL twice would replace its classes, and values made
+    # with the old ones would no longer match: load each file once.
+    loaded = _loaded.get(path)
+    if loaded is not None:
+        return loaded
     dirs = [str(d) for d in include_dirs] or [str(path.parent)]
     names = import_idl(str(path), dirs)
     modules: dict[str, ModuleType] = {}
@@ -34,7 +43,8 @@ def load_idl(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathL
         poa = name + "__POA"
         if poa in sys.modules or importlib.util.find_spec(poa) is not None:
             modules[poa] = importlib.import_module(poa)
-    return SimpleNamespace(**modules)
+    loaded = _loaded[path] = SimpleNamespace(**modules)
+    return loaded
 
 
 def compile_idl(
