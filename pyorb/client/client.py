@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from omniORB import CORBA
 
@@ -20,6 +20,12 @@ from pyorb.marshal import Operation, ensure_orb
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Endpoint = tuple[str, int]
+
+
+class Route(NamedTuple):
+    endpoint: Endpoint
+    key: bytes
+    version: Version
 
 
 class Client:
@@ -77,46 +83,55 @@ class Client:
         return self.resolve(IOR.from_string(ior_text), interface)
 
     # -- invocation ------------------------------------------------------------
-    def invoke(self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None) -> asyncio.Future[Any]:
-        """Start a call; the returned future gets the result or the exception."""
+    def route(self, target: IOR) -> Route | None:
+        """Where calls to ``target`` go: endpoint, object key, GIOP version."""
+        profile = target.iiop
+        if profile is None:
+            return None
+        return Route((profile.host, profile.port), profile.object_key, _version(profile, self.config.giop_version))
+
+    def invoke(
+        self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
+    ) -> asyncio.Future[Any]:
+        """Start a call; the returned future gets the result or the exception.
+
+        ``route`` is ``self.route(target)``, passed by callers that cache it.
+        """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         inv = Invocation(op, args, fut, self._retarget, self.from_objref)
         fut.add_done_callback(inv.finished)
         if timeout is not None:
             inv.timer = loop.call_later(timeout, inv.timed_out)
-        self._send(inv, target)
+        self._send(inv, route or self.route(target))
         return fut
 
-    def _send(self, inv: Invocation, target: IOR) -> None:
-        profile = target.iiop
-        if profile is None:
+    def _send(self, inv: Invocation, route: Route | None) -> None:
+        if route is None:
             inv.fail(CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO))
             return
-        version = _version(profile, self.config.giop_version)
-        endpoint = (profile.host, profile.port)
-        conn = self._conns.get(endpoint)
+        conn = self._conns.get(route.endpoint)
         if conn is not None and conn.is_open:
-            conn.start(inv, profile.object_key, version)
+            conn.start(inv, route.key, route.version)
             return
-        task = asyncio.get_running_loop().create_task(self._connect_and_start(inv, endpoint, profile.object_key, version))
+        task = asyncio.get_running_loop().create_task(self._connect_and_start(inv, route))
         inv.future.add_done_callback(lambda _f: task.cancel() if not task.done() else None)
 
-    async def _connect_and_start(self, inv: Invocation, endpoint: Endpoint, key: bytes, version: Version) -> None:
+    async def _connect_and_start(self, inv: Invocation, route: Route) -> None:
         try:
-            conn = await self.connection(*endpoint)
+            conn = await self.connection(*route.endpoint)
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return
         if not inv.future.done():
-            conn.start(inv, key, version)
+            conn.start(inv, route.key, route.version)
 
     def _retarget(self, inv: Invocation, target: IOR) -> None:
         if inv.forwards > self.config.max_forwards:
             inv.fail(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
             return
         inv.conn = None
-        self._send(inv, target)
+        self._send(inv, self.route(target))
 
     # -- connections -----------------------------------------------------------
     async def connection(self, host: str, port: int) -> ClientConnection:

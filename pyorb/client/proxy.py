@@ -21,7 +21,7 @@ from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
 
 if TYPE_CHECKING:
-    from pyorb.client.client import Client
+    from pyorb.client.client import Client, Route
 
 _DEFAULT = object()
 IS_A = Operation("_is_a", (((18, 0),), (8,), None))
@@ -31,17 +31,21 @@ NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
 class ObjectRef:
     """A reference to a CORBA object, bound to the client that calls it."""
 
-    __slots__ = ("_client", "_ior")
+    __slots__ = ("_client", "_ior", "_route")
     _interface: type | None = None
 
     def __init__(self, client: Client, ior: IOR) -> None:
         self._client = client
         self._ior = ior
+        self._route: Route | None = None
 
     def _invoke(self, op: Operation, args: tuple[Any, ...], timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         if timeout is _DEFAULT:
             timeout = self._client.config.call_timeout
-        return self._client.invoke(self._ior, op, args, timeout)
+        route = self._route
+        if route is None:
+            route = self._route = self._client.route(self._ior)
+        return self._client.invoke(self._ior, op, args, timeout, route)
 
     def _is_a(self, repo_id: str, *, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         """Ask the server whether the object implements ``repo_id``."""
