@@ -194,3 +194,26 @@ async def test_request_without_response_expected_gets_no_reply(server: Any) -> N
     decoded = codec.decode(reply[:12], reply[12:])
     assert decoded.request_id == 2  # type: ignore[union-attr]
     assert len(reply) == 12 + struct.unpack_from("<I", reply, 8)[0]
+
+
+@pytest.mark.asyncio
+async def test_client_that_never_reads_replies_is_paused(server: Any) -> None:
+    from tests.interop.servants import TypesSync
+
+    srv, good = server
+    srv.activate(TypesSync(), "T")
+    reader, writer = await asyncio.open_connection(srv.host, srv.port)
+    text = b"x" * 50000  # echo_string: each reply is as big as its request
+    big = request(object_key=b"T", operation="echo_string", body=struct.pack("<I", len(text) + 1) + text + b"\x00")
+    try:
+        for _ in range(2000):  # up to 100 MB of requests whose replies we never read
+            writer.write(big)
+            try:
+                await asyncio.wait_for(writer.drain(), 0.5)
+            except asyncio.TimeoutError:
+                break  # the server stopped reading from us: backpressure works
+        else:
+            pytest.fail("the server kept reading although we never read its replies")
+        assert await good.get_quote("IBM") == 3  # others are still served
+    finally:
+        writer.transport.abort()
