@@ -84,18 +84,6 @@ class GIOPProtocol(asyncio.Protocol):
             log.info("connection %s closed mid-message: %s", self.peer, exc.reason)
         return None  # let asyncio close the transport
 
-    # -- flow control ----------------------------------------------------------
-    # A peer that sends requests but does not read the replies fills our
-    # write buffer; stop reading from it until the buffer drains, so that it
-    # cannot make us queue replies (and run requests) without bound.
-    def pause_writing(self) -> None:
-        if self.transport is not None and not self._closing:
-            self.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.transport is not None and not self._closing:
-            self.transport.resume_reading()
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_read_timer()

@@ -170,6 +170,20 @@ class ServerConnection(GIOPProtocol):
         if task is not None:
             task.cancel()
 
+    # -- flow control ----------------------------------------------------------
+    # A client that sends requests but does not read the replies fills our
+    # write buffer; stop reading from it until the buffer drains, so that it
+    # cannot make us run requests and queue replies without bound.  (Only the
+    # server does this: a client that stopped reading replies while its
+    # requests are stuck could deadlock with its server.)
+    def pause_writing(self) -> None:
+        if self.transport is not None and self.is_open:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and self.is_open:
+            self.transport.resume_reading()
+
     # -- lifecycle -----------------------------------------------------------
     def closed(self, exc: BaseException | None) -> None:
         # Handlers of a vanished client still run to completion; their replies
