@@ -9,16 +9,18 @@ else.  Misuse by the caller (encoding something the requested GIOP version
 cannot express) raises :class:`ValueError`: that is a bug here, not a peer
 breaking the protocol.
 
-The hot paths of a server, decoding a GIOP 1.2 Request addressed by object
-key and encoding a GIOP 1.2 Reply, use precompiled :class:`struct.Struct`
-objects directly; they give up (returning ``None``) on anything unusual and
-let the readable general path, built on :mod:`pyorb.giop.cdr`, decide.
+The hot paths, encoding and decoding GIOP 1.2 Requests addressed by object
+key and GIOP 1.2 Replies, use precompiled :class:`struct.Struct` objects
+directly.  They cover only the common shapes (no service contexts, except
+when decoding a Request) and give up on anything else, returning ``None``
+or never being chosen, so that the readable general path built on
+:mod:`pyorb.giop.cdr` decides every unusual or malformed case.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Callable, NamedTuple, Union
+from typing import Callable, Literal, NamedTuple, Union
 
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
@@ -76,8 +78,12 @@ _MAX_LOCATE_STATUS = {GIOP_1_0: 2, GIOP_1_1: 2, GIOP_1_2: 5}
 # Indexing a tuple is much cheaper than calling an enum class.
 _REPLY_STATUSES = tuple(ReplyStatus)
 _LOCATE_STATUSES = tuple(LocateStatus)
+# Looking up an enum member on its class is slow (about 0.1 µs in 3.11).
+_REQUEST = MsgType.REQUEST
+_REPLY = MsgType.REPLY
 
-_PREFIX = struct.Struct("8s")
+# The 8 bytes the header table validates, and the message size in either order.
+_PREFIX = struct.Struct("8s4s")
 _U32 = {True: struct.Struct("<I"), False: struct.Struct(">I")}
 _HEADER = {True: struct.Struct("<4s4BI"), False: struct.Struct(">4s4BI")}
 # GIOP 1.2 Request up to the object key length: request_id, response_flags,
@@ -85,36 +91,95 @@ _HEADER = {True: struct.Struct("<4s4BI"), False: struct.Struct(">4s4BI")}
 _REQUEST_12 = {True: struct.Struct("<IB3xh2xI"), False: struct.Struct(">IB3xh2xI")}
 # GIOP header + GIOP 1.2 Reply header with an empty ServiceContextList.
 _REPLY_12 = {True: struct.Struct("<4s4BIIII"), False: struct.Struct(">4s4BIIII")}
+# GIOP 1.2 Reply header as decoded: request_id, reply_status, context count.
+_REPLY_12_IN = {True: struct.Struct("<III"), False: struct.Struct(">III")}
 _CONTEXT = {True: struct.Struct("<II"), False: struct.Struct(">II")}
+# GIOP header + GIOP 1.2 Request up to the object key length (28 bytes).
+_REQUEST_12_OUT = {
+    True: struct.Struct("<4s4BIIB3xh2xI"),
+    False: struct.Struct(">4s4BIIB3xh2xI"),
+}
+# The operation's length, after the 0-3 zero bytes that 4-align it past the key.
+_OPERATION_LENGTH = {
+    little: tuple(struct.Struct(f"{'<' if little else '>'}{pad}xI") for pad in range(4))
+    for little in (True, False)
+}
+
+
+def _request_tail_sizes(has_body: bool) -> tuple[int, ...]:
+    """Bytes after an operation's characters ending at ``i`` (mod 8) in a Request 1.2.
+
+    They are all zero: the NUL, padding to 4, an empty ServiceContextList
+    and, before a non-empty body, padding to 8.
+    """
+    sizes = []
+    for i in range(8):
+        end = i + 1
+        end += -end % 4
+        end += 4
+        if has_body:
+            end += -end % 8
+        sizes.append(end - i)
+    return tuple(sizes)
+
+
+_REQUEST_12_TAIL = {
+    has_body: tuple(bytes(n) for n in _request_tail_sizes(has_body))
+    for has_body in (True, False)
+}
+
+
+_REQUEST_FIELDS = (
+    "request_id",
+    "response_flags",
+    "object_key",
+    "operation",
+    "body",
+    "service_contexts",
+    "version",
+    "little_endian",
+    "body_offset",
+    "requesting_principal",
+    "addressing_disposition",
+)
+_REPLY_FIELDS = (
+    "request_id",
+    "reply_status",
+    "body",
+    "service_contexts",
+    "version",
+    "little_endian",
+    "body_offset",
+)
+
+
+def _mutable_twin(cls: type, fields: tuple[str, ...]) -> type | None:
+    """A plain class with the slots of ``cls``, whose instances can become ``cls``'s.
+
+    A frozen dataclass ``__init__`` calls ``object.__setattr__`` once per
+    field, which was half the cost of decoding a small message.  Filling the
+    same slots of a mutable twin with plain stores, then setting its
+    ``__class__`` (allowed between classes with identical slot layouts), is
+    about four times cheaper, and three times cheaper than calling each slot
+    descriptor's ``__set__``.  It is only right while the fields are exactly
+    these and nothing runs after ``__init__``; if ``cls`` changes, the
+    decoder just uses ``cls``.
+    """
+    if getattr(cls, "__slots__", None) != fields or hasattr(cls, "__post_init__"):
+        return None
+    twin = type(f"_Mutable{cls.__name__}", (), {"__slots__": fields})
+    try:
+        twin().__class__ = cls
+    except TypeError:  # layouts differ after all
+        return None
+    return twin
 
 
 def _request_builder() -> Callable[..., Request]:
-    """A faster ``Request(...)`` for the decoder's hot path.
-
-    The frozen dataclass ``__init__`` calls ``object.__setattr__`` once per
-    field, which was half the cost of decoding a small Request.  Setting the
-    slots through their descriptors is twice as fast.  If ``Request`` ever
-    stops being the slotted class this expects, use it as it is.
-    """
-    fields = (
-        "request_id",
-        "response_flags",
-        "object_key",
-        "operation",
-        "body",
-        "service_contexts",
-        "version",
-        "little_endian",
-        "body_offset",
-        "requesting_principal",
-        "addressing_disposition",
-    )
-    if getattr(Request, "__slots__", None) != fields or hasattr(Request, "__post_init__"):
+    """A faster ``Request(...)`` for GIOP 1.2 KeyAddr Requests (or ``Request`` itself)."""
+    twin = _mutable_twin(Request, _REQUEST_FIELDS)
+    if twin is None:
         return Request
-    new = object.__new__
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 = (
-        getattr(Request, name).__set__ for name in fields
-    )
 
     def build(
         request_id: int,
@@ -127,24 +192,57 @@ def _request_builder() -> Callable[..., Request]:
         little_endian: bool,
         body_offset: int,
     ) -> Request:
-        msg: Request = new(Request)
-        s0(msg, request_id)
-        s1(msg, response_flags)
-        s2(msg, object_key)
-        s3(msg, operation)
-        s4(msg, body)
-        s5(msg, service_contexts)
-        s6(msg, version)
-        s7(msg, little_endian)
-        s8(msg, body_offset)
-        s9(msg, b"")
-        s10(msg, KEY_ADDR)
-        return msg
+        msg = twin()
+        msg.request_id = request_id
+        msg.response_flags = response_flags
+        msg.object_key = object_key
+        msg.operation = operation
+        msg.body = body
+        msg.service_contexts = service_contexts
+        msg.version = version
+        msg.little_endian = little_endian
+        msg.body_offset = body_offset
+        msg.requesting_principal = b""
+        msg.addressing_disposition = KEY_ADDR
+        msg.__class__ = Request
+        request: Request = msg  # msg is Any to mypy: this says what it has become
+        return request
+
+    return build
+
+
+def _reply_builder() -> Callable[..., Reply]:
+    """A faster ``Reply(...)``, the same way (or ``Reply`` itself)."""
+    twin = _mutable_twin(Reply, _REPLY_FIELDS)
+    if twin is None:
+        return Reply
+
+    def build(
+        request_id: int,
+        reply_status: ReplyStatus,
+        body: bytes,
+        service_contexts: tuple[ServiceContext, ...],
+        version: Version,
+        little_endian: bool,
+        body_offset: int,
+    ) -> Reply:
+        msg = twin()
+        msg.request_id = request_id
+        msg.reply_status = reply_status
+        msg.body = body
+        msg.service_contexts = service_contexts
+        msg.version = version
+        msg.little_endian = little_endian
+        msg.body_offset = body_offset
+        msg.__class__ = Reply
+        reply: Reply = msg  # as in _request_builder
+        return reply
 
     return build
 
 
 _build_request = _request_builder()
+_build_reply = _reply_builder()
 
 
 class Header(NamedTuple):
@@ -157,9 +255,15 @@ class Header(NamedTuple):
     size: int  # bytes after the 12-byte header
 
 
-def _header_table() -> dict[bytes, tuple[Version, bool, bool, MsgType]]:
-    """Every valid first 8 header bytes, so that one dict lookup validates them."""
-    table = {}
+_HeaderFields = tuple[Version, bool, bool, MsgType, Literal["little", "big"]]
+
+
+def _header_table() -> dict[bytes, _HeaderFields]:
+    """Every valid first 8 header bytes, so that one dict lookup validates them.
+
+    Each maps to the header fields it fixes and the byte order of the size.
+    """
+    table: dict[bytes, _HeaderFields] = {}
     for version in SUPPORTED_VERSIONS:
         for msg_type in MsgType:
             if version == GIOP_1_0 and msg_type is MsgType.FRAGMENT:
@@ -170,11 +274,13 @@ def _header_table() -> dict[bytes, tuple[Version, bool, bool, MsgType]]:
                         continue
                     flags = int(little) | (FLAG_MORE_FRAGMENTS if more else 0)
                     key = MAGIC + bytes((version[0], version[1], flags, msg_type))
-                    table[key] = (version, little, more, msg_type)
+                    table[key] = (version, little, more, msg_type, "little" if little else "big")
     return table
 
 
 _HEADER_TABLE = _header_table()
+# Header's NamedTuple __new__ is a Python function; tuple.__new__ does the same in C.
+_new_tuple = tuple.__new__
 
 
 # ---------------------------------------------------------------- header
@@ -184,13 +290,12 @@ def parse_header(data: Buffer, offset: int = 0) -> Header:
     """Parse and validate the 12-byte GIOP header at ``data[offset:]``."""
     if len(data) - offset < HEADER_SIZE:
         raise ProtocolError("truncated GIOP header")
-    (prefix,) = _PREFIX.unpack_from(data, offset)
-    known = _HEADER_TABLE.get(prefix)
-    if known is None:
-        raise ProtocolError(_explain_bad_prefix(prefix))
-    version, little, more, msg_type = known
-    (size,) = _U32[little].unpack_from(data, offset + 8)
-    return Header(version, little, more, msg_type, size)
+    prefix, size = _PREFIX.unpack_from(data, offset)
+    try:
+        version, little, more, msg_type, order = _HEADER_TABLE[prefix]
+    except KeyError:
+        raise ProtocolError(_explain_bad_prefix(prefix)) from None
+    return _new_tuple(Header, (version, little, more, msg_type, int.from_bytes(size, order)))
 
 
 def _explain_bad_prefix(prefix: bytes) -> str:
@@ -367,7 +472,10 @@ def encode(msg: Message) -> bytes:
     expressed: a field out of range, or something its GIOP version lacks.
     """
     try:
-        if type(msg) is Reply and msg.version == GIOP_1_2 and not msg.service_contexts:
+        if type(msg) is Request:
+            if _is_plain_request_12(msg):
+                return _encode_request_12(msg)
+        elif type(msg) is Reply and msg.version == GIOP_1_2 and not msg.service_contexts:
             return _encode_reply_12(msg)
         return _encode(msg)
     except struct.error as exc:  # a ulong out of range, say
@@ -379,6 +487,45 @@ def _encode(msg: Message) -> bytes:
     if isinstance(msg, (Request, Reply, LocateReply)):
         w.raw(msg.body)
     return _pack_header(msg_type, msg.version, msg.little_endian, len(w.buf)) + w.buf
+
+
+def _is_plain_request_12(msg: Request) -> bool:
+    """A GIOP 1.2 Request the fast encoder covers (the general one checks the rest)."""
+    return (
+        msg.version == GIOP_1_2
+        and msg.addressing_disposition == KEY_ADDR
+        and not msg.service_contexts
+        and not msg.requesting_principal
+    )
+
+
+def _encode_request_12(msg: Request) -> bytes:
+    """Fast path: a GIOP 1.2 Request with KeyAddr and no service contexts.
+
+    Offsets are from the message start; the fixed part ends at 28 with the
+    key length, so the key starts 4-aligned.
+    """
+    little = msg.little_endian
+    key = msg.object_key
+    operation = msg.operation.encode("utf-8")
+    body = msg.body
+    pad = -len(key) & 3
+    chars_end = 28 + len(key) + pad + 4 + len(operation)
+    tail = _REQUEST_12_TAIL[bool(body)][chars_end & 7]
+    head = _REQUEST_12_OUT[little].pack(
+        MAGIC,
+        1,
+        2,
+        FLAG_LITTLE_ENDIAN if little else 0,
+        _REQUEST,
+        chars_end + len(tail) + len(body) - HEADER_SIZE,
+        msg.request_id,
+        msg.response_flags,
+        KEY_ADDR,
+        len(key),
+    )
+    length = _OPERATION_LENGTH[little][pad].pack(len(operation) + 1)
+    return b"".join((head, key, length, operation, tail, body))
 
 
 def _encode_reply_12(msg: Reply) -> bytes:
@@ -395,7 +542,7 @@ def _encode_reply_12(msg: Reply) -> bytes:
         1,
         2,
         FLAG_LITTLE_ENDIAN if little else 0,
-        MsgType.REPLY,
+        _REPLY,
         12 + len(msg.body),
         msg.request_id,
         status,
@@ -441,8 +588,12 @@ def decode_body(hdr: Header, body: memoryview | bytes) -> Message:
     reassembled fragment trains).  Every field is copied out of ``body``, so
     no view of it outlives the call.
     """
-    if hdr.msg_type is MsgType.REQUEST and hdr.version == GIOP_1_2:
-        fast = _decode_request_12_fast(body, hdr.little_endian)
+    if hdr.version == GIOP_1_2:
+        fast: Message | None = None
+        if hdr.msg_type is _REPLY:
+            fast = _decode_reply_12_fast(body, hdr.little_endian)
+        elif hdr.msg_type is _REQUEST:
+            fast = _decode_request_12_fast(body, hdr.little_endian)
         if fast is not None:
             return fast
     try:
@@ -509,6 +660,21 @@ def _decode_request_12_fast(b: memoryview | bytes, little: bool) -> Request | No
         GIOP_1_2,
         little,
         start + HEADER_SIZE,
+    )
+
+
+def _decode_reply_12_fast(b: memoryview | bytes, little: bool) -> Reply | None:
+    """GIOP 1.2 Reply without service contexts, or None to fall back.
+
+    Its header ends at message offset 24, already 8-aligned: the body follows.
+    """
+    if len(b) < 12:
+        return None
+    request_id, status, count = _REPLY_12_IN[little].unpack_from(b, 0)
+    if count or status > 5:
+        return None
+    return _build_reply(
+        request_id, _REPLY_STATUSES[status], bytes(b[12:]), (), GIOP_1_2, little, 24
     )
 
 

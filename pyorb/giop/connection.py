@@ -78,6 +78,9 @@ _MESSAGE_TYPES: dict[type, MsgType] = {
 }
 _OTHER_ROLE = {Role.CLIENT: Role.SERVER, Role.SERVER: Role.CLIENT}
 
+# Looking up an enum member on its class is slow (about 0.1 µs in 3.11).
+_FRAGMENT = MsgType.FRAGMENT
+
 # GIOP 1.1 allows a single train at a time, so it needs no request id key.
 _GIOP_1_1_TRAIN = None
 # Compact the receive buffer once this many consumed bytes sit at its front.
@@ -216,7 +219,7 @@ class GIOPConnection:
             self._header = self._check_header(parse_header(self._buf, self._pos))
             self._train_key_known = False
         hdr = self._header
-        if hdr.msg_type is MsgType.FRAGMENT and not self._train_key_known:
+        if hdr.msg_type is _FRAGMENT and not self._train_key_known:
             # A GIOP 1.2 fragment names its train by the request id after the
             # header: wait for it, so the train's limit is checked before the
             # body is buffered.
@@ -235,7 +238,7 @@ class GIOPConnection:
             raise ProtocolError(
                 f"message of {hdr.size} bytes exceeds the limit of {self.max_message_size}"
             )
-        if hdr.msg_type is MsgType.FRAGMENT:
+        if hdr.msg_type is _FRAGMENT:
             if not self._trains:
                 raise ProtocolError("Fragment without a fragmented message to continue")
             if hdr.version == GIOP_1_2 and hdr.size < 4:
@@ -275,13 +278,20 @@ class GIOPConnection:
 
     def _consume(self, hdr: Header, start: int, end: int) -> Message | None:
         """Handle the complete message in _buf[start:end]; None if it was a fragment."""
-        with memoryview(self._buf) as buf, buf[start:end] as body:
-            if hdr.msg_type is MsgType.FRAGMENT:
+        # The views must be released before _buf can grow again.  Explicit
+        # releases cost half of what two "with" blocks do, per message.
+        buf = memoryview(self._buf)
+        body = buf[start:end]
+        try:
+            if hdr.msg_type is _FRAGMENT:
                 return self._continue_train(hdr, body)
             if hdr.more_fragments:
                 self._start_train(hdr, body)
                 return None
             return decode_body(hdr, body)
+        finally:
+            body.release()
+            buf.release()
 
     def _start_train(self, hdr: Header, body: memoryview) -> None:
         key = _GIOP_1_1_TRAIN
