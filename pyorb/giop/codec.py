@@ -529,26 +529,30 @@ def _encode_request_12(msg: Request) -> bytes:
 
 
 def _encode_reply_12(msg: Reply) -> bytes:
-    """Fast path: a GIOP 1.2 Reply without service contexts.
+    """Fast path: a GIOP 1.2 Reply without service contexts."""
+    return encode_reply_12(msg.request_id, msg.reply_status, msg.body, msg.little_endian)
+
+
+def encode_reply_12(request_id: int, status: int, body: bytes, little_endian: bool) -> bytes:
+    """``encode(Reply(...))`` for a GIOP 1.2 Reply without service contexts,
+    without building the message object (a server sends one per request).
 
     Its header ends at offset 24, already 8-aligned, so the body follows directly.
     """
-    status = msg.reply_status
     if not 0 <= status <= 5:
         raise ValueError(f"invalid reply status {status!r}")
-    little = msg.little_endian
-    head = _REPLY_12[little].pack(
+    head = _REPLY_12[little_endian].pack(
         MAGIC,
         1,
         2,
-        FLAG_LITTLE_ENDIAN if little else 0,
+        FLAG_LITTLE_ENDIAN if little_endian else 0,
         _REPLY,
-        12 + len(msg.body),
-        msg.request_id,
+        12 + len(body),
+        request_id,
         status,
         0,
     )
-    return head + msg.body if msg.body else head
+    return head + body if body else head
 
 
 def body_offset(msg: Request | Reply | LocateReply) -> int:

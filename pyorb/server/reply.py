@@ -87,7 +87,7 @@ class ReplySink:
             values = op.result_tuple(value)
             if self.version == GIOP_1_2:  # the common case, without a closure
                 body = op.results.pack(values, 0, le)
-                data = codec.encode(Reply(self.request_id, ReplyStatus.NO_EXCEPTION, body, (), GIOP_1_2, le))
+                data = codec.encode_reply_12(self.request_id, 0, body, le)  # 0: NO_EXCEPTION
             else:
                 data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le))
         except CORBA.SystemException as exc:
