@@ -173,11 +173,24 @@ class BodyCodec:
             return body
         return bytes(buf)
 
-    def unpack(self, body: bytes, align: int, little_endian: bool) -> tuple[Any, ...]:
-        """Unmarshal a body that started at ``align`` (mod 8)."""
+    def unpack(
+        self, body: bytes, align: int, little_endian: bool, fragment_starts: tuple[int, ...] = ()
+    ) -> tuple[Any, ...]:
+        """Unmarshal a body that started at ``align`` (mod 8).
+
+        ``fragment_starts`` (GIOP 1.1 only) are the offsets where Fragment
+        payloads began: omniORB aligns each relative to its own fragment.
+        """
         if not self.count:
             return ()
         pad = align % 8
+        if fragment_starts:
+            try:
+                # Wide characters stay in the GIOP 1.2 form: omniORB sends that
+                # form in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
+                body = cdrscan.realign_fragments(self._descs, body, little_endian, pad, fragment_starts, giop_minor=2)
+            except ValueError as exc:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (_unmarshal(self._read_descs[0], body, little_endian),)

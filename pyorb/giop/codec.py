@@ -141,6 +141,7 @@ _REQUEST_FIELDS = (
     "body_offset",
     "requesting_principal",
     "addressing_disposition",
+    "fragment_starts",
 )
 _REPLY_FIELDS = (
     "request_id",
@@ -150,6 +151,7 @@ _REPLY_FIELDS = (
     "version",
     "little_endian",
     "body_offset",
+    "fragment_starts",
 )
 
 
@@ -204,6 +206,7 @@ def _request_builder() -> Callable[..., Request]:
         msg.body_offset = body_offset
         msg.requesting_principal = b""
         msg.addressing_disposition = KEY_ADDR
+        msg.fragment_starts = ()
         msg.__class__ = Request
         request: Request = msg  # msg is Any to mypy: this says what it has become
         return request
@@ -234,6 +237,7 @@ def _reply_builder() -> Callable[..., Reply]:
         msg.version = version
         msg.little_endian = little_endian
         msg.body_offset = body_offset
+        msg.fragment_starts = ()
         msg.__class__ = Reply
         reply: Reply = msg  # as in _request_builder
         return reply

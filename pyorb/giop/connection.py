@@ -15,6 +15,7 @@ stays dead and raises it again.  The transport then sends
 from __future__ import annotations
 
 import enum
+import dataclasses
 from dataclasses import dataclass, field
 
 from pyorb.giop.codec import HEADER_SIZE, Header, decode_body, encode, message_error, parse_header
@@ -93,6 +94,7 @@ class _Train:
 
     header: Header  # of the initial message
     body: bytearray = field(default_factory=bytearray)
+    starts: list[int] = field(default_factory=list)  # where each GIOP 1.1 Fragment payload began
 
 
 class GIOPConnection:
@@ -306,12 +308,26 @@ class GIOPConnection:
         key = self._train_key
         self._train_key = None
         train = self._trains[key]
-        train.body += body[4:] if hdr.version == GIOP_1_2 else body
+        if hdr.version == GIOP_1_2:
+            train.body += body[4:]
+        else:
+            train.starts.append(len(train.body))
+            train.body += body
         if hdr.more_fragments:
             return None
         del self._trains[key]
         with memoryview(train.body) as whole:
-            return decode_body(train.header, whole)
+            msg = decode_body(train.header, whole)
+        return _with_fragment_starts(msg, train.starts)
+
+
+def _with_fragment_starts(msg: Message, starts: list[int]) -> Message:
+    """Record where GIOP 1.1 fragment payloads began, relative to ``msg.body``."""
+    if not starts or not isinstance(msg, (Request, Reply)):
+        return msg
+    shift = msg.body_offset - 12  # where the body begins in the reassembled data
+    inside = tuple(s - shift for s in starts if s > shift)
+    return dataclasses.replace(msg, fragment_starts=inside) if inside else msg
 
 
 def _read_ulong(data: bytearray | memoryview, offset: int, little_endian: bool) -> int:

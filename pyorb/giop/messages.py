@@ -78,6 +78,9 @@ class Request:
     # GIOP 1.2 TargetAddress discriminator: 0 KeyAddr, 1 ProfileAddr, 2 ReferenceAddr.
     # For 1 and 2 ``object_key`` holds the raw, uninterpreted CDR of the union member.
     addressing_disposition: int = 0
+    # Offsets in ``body`` where GIOP 1.1 Fragment payloads began: omniORB
+    # restarts CDR alignment in each, so the marshal layer must realign.
+    fragment_starts: tuple[int, ...] = ()
 
     @property
     def response_expected(self) -> bool:
@@ -93,6 +96,7 @@ class Reply:
     version: Version = GIOP_1_2
     little_endian: bool = True
     body_offset: int = 0
+    fragment_starts: tuple[int, ...] = ()  # as for Request
 
 
 @dataclass(frozen=True, slots=True)

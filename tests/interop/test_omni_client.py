@@ -37,11 +37,6 @@ def expected_failures(giop: str, char: str) -> dict[str, str]:
     if char == "ISO-8859-1":
         expected["echo_char_latin1"] = "omniORB cannot send char 0xE9 as one UTF-8 octet (as omni-to-omni)"
     expected["echo_wchar"] = OMNI_READS_WCHAR
-    if giop == "1.1":
-        expected["echo_points"] = (
-            "pyorb limitation: omniORB restarts CDR alignment at every GIOP 1.1 Fragment; "
-            "pyorb reassembles 1.1 trains by concatenation (GIOP 1.2 fragments work)"
-        )
     return expected
 
 

@@ -68,10 +68,6 @@ def expected_failures(giop: tuple[int, int], server_char: str) -> dict[str, str]
         expected = dict.fromkeys(wide, "GIOP 1.0 has no wide characters: omniORB refuses them (MARSHAL)")
     elif giop == (1, 1):
         expected = dict.fromkeys(wide, "omniORB's UTF-16 wchar code set has no GIOP 1.1 form (as omni-to-omni)")
-        expected["echo_points"] = (
-            "pyorb limitation: omniORB restarts CDR alignment at every GIOP 1.1 Fragment of its reply; "
-            "pyorb reassembles 1.1 trains by concatenation (GIOP 1.2 fragments work)"
-        )
     else:
         expected = {"echo_wchar": "omniORBpy 4.3.3 misreads the (correct) GIOP 1.2 wchar pyorb sends and drops the connection"}
     if giop != (1, 0) and server_char == "ISO-8859-1":
