@@ -28,7 +28,8 @@ IDL = ROOT / "idl" / "bench.idl"
 # Benchmark this checkout's pyorb, whatever the working directory.
 sys.path.insert(0, str(ROOT))
 
-import pyorb  # noqa: E402  (needs the path set above)
+import pyorb
+from omniORB import CORBA  # noqa: E402  (needs the path set above)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 async def ping_once(echo: Any, timeout: float) -> bool:
     """One ping; True if it came back with the stamp sent."""
-    from omniORB import CORBA
     stamp = time.perf_counter_ns()
     try:
         return bool(await echo.ping(stamp, timeout=timeout) == stamp)

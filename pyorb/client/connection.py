@@ -69,13 +69,17 @@ class ClientConnection(GIOPProtocol):
         try:
             if version == GIOP_1_2:
                 body = op.args.pack(inv.args, 0, le)
+                if contexts:
+                    data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
+                else:  # the common case, without building a Request object
+                    data = codec.encode_request_12(rid, flags, object_key, op.name, body, le)
             else:
                 probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
                 body = op.args.pack(inv.args, codec.body_offset(probe), le)
+                data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return
-        data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         if len(data) > self.config.max_message_size:
             inv.fail(CORBA.MARSHAL(0, CORBA.COMPLETED_NO))
             return

@@ -504,32 +504,40 @@ def _is_plain_request_12(msg: Request) -> bool:
 
 
 def _encode_request_12(msg: Request) -> bytes:
-    """Fast path: a GIOP 1.2 Request with KeyAddr and no service contexts.
+    """Fast path: a GIOP 1.2 Request with KeyAddr and no service contexts."""
+    return encode_request_12(
+        msg.request_id, msg.response_flags, msg.object_key, msg.operation, msg.body, msg.little_endian
+    )
+
+
+def encode_request_12(
+    request_id: int, response_flags: int, object_key: bytes, operation: str, body: bytes, little_endian: bool
+) -> bytes:
+    """``encode(Request(...))`` for a GIOP 1.2 Request with KeyAddr and no
+    service contexts, without building the message object (a client sends
+    one per call).  Raises struct.error for out-of-range numbers.
 
     Offsets are from the message start; the fixed part ends at 28 with the
     key length, so the key starts 4-aligned.
     """
-    little = msg.little_endian
-    key = msg.object_key
-    operation = msg.operation.encode("utf-8")
-    body = msg.body
-    pad = -len(key) & 3
-    chars_end = 28 + len(key) + pad + 4 + len(operation)
+    op = operation.encode("utf-8")
+    pad = -len(object_key) & 3
+    chars_end = 28 + len(object_key) + pad + 4 + len(op)
     tail = _REQUEST_12_TAIL[bool(body)][chars_end & 7]
-    head = _REQUEST_12_OUT[little].pack(
+    head = _REQUEST_12_OUT[little_endian].pack(
         MAGIC,
         1,
         2,
-        FLAG_LITTLE_ENDIAN if little else 0,
+        FLAG_LITTLE_ENDIAN if little_endian else 0,
         _REQUEST,
         chars_end + len(tail) + len(body) - HEADER_SIZE,
-        msg.request_id,
-        msg.response_flags,
+        request_id,
+        response_flags,
         KEY_ADDR,
-        len(key),
+        len(object_key),
     )
-    length = _OPERATION_LENGTH[little][pad].pack(len(operation) + 1)
-    return b"".join((head, key, length, operation, tail, body))
+    length = _OPERATION_LENGTH[little_endian][pad].pack(len(op) + 1)
+    return b"".join((head, object_key, length, op, tail, body))
 
 
 def _encode_reply_12(msg: Reply) -> bytes:
