@@ -92,8 +92,10 @@ async def _middle_and_clients(sink_ior: str, clients: int, seconds: float, delay
         key = middle.activate(Middle(to_sink.resolve(sink_ior, idl.Bench.Sink)), "Middle")
         proxy = front.resolve(middle.ior(key), idl.Bench.Sink)
         latencies: list[float] = []
+        finished: list[float] = []
         errors = 0
-        stop = time.monotonic() + seconds
+        start = time.monotonic()
+        stop = start + seconds
 
         async def client(n: int) -> None:
             nonlocal errors
@@ -106,17 +108,19 @@ async def _middle_and_clients(sink_ior: str, clients: int, seconds: float, delay
                 except Exception:
                     errors += 1
                 latencies.append(time.perf_counter() - t0)
+                finished.append(time.monotonic())
                 token += 1
 
-        t0 = time.monotonic()
         await asyncio.gather(*(client(i) for i in range(clients)))
-        elapsed = time.monotonic() - t0
+    # Throughput over the steady window: after the first round trips, before the stop.
+    window_start = start + min(2 * delay, seconds / 4)
+    steady = sum(1 for t in finished if window_start <= t < stop)
     lat = sorted(latencies)
     return {
         "clients": clients,
         "delay_ms": delay * 1000,
         "replies": len(lat),
-        "throughput": len(lat) / elapsed,
+        "throughput": steady / (stop - window_start),
         "ideal": clients / delay,
         "p50_ms": statistics.median(lat) * 1000 if lat else 0.0,
         "p99_ms": lat[int(len(lat) * 0.99)] * 1000 if lat else 0.0,
