@@ -45,6 +45,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
+from common import positive  # loadtests/common.py (scripts run from this folder)
 
 from rich import box
 from rich.console import Console, JustifyMethod
@@ -121,16 +122,6 @@ class Run:
 
 
 # -- command line ---------------------------------------------------------
-
-
-def positive(kind: type) -> Callable[[str], Any]:
-    """argparse type: a positive int or float."""
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive: {text}")
-        return value
-    return parse
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

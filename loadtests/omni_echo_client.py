@@ -23,37 +23,11 @@ import statistics
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from common import positive, Tally, Window  # loadtests/common.py (scripts run from this folder)
 
 IDL = Path(__file__).resolve().parents[1] / "idl" / "bench.idl"
-
-
-@dataclass(frozen=True)
-class Window:
-    """The measured interval, in time.perf_counter() seconds."""
-
-    start: float
-    end: float
-
-
-@dataclass
-class Tally:
-    """One thread's counts inside the window."""
-
-    calls: int = 0
-    errors: int = 0
-
-
-def positive(kind: type) -> Any:
-    """argparse type: a positive int or float."""
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive: {text}")
-        return value
-    return parse
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

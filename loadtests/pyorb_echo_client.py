@@ -19,9 +19,9 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from common import positive, Tally, Window  # loadtests/common.py (scripts run from this folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 IDL = ROOT / "idl" / "bench.idl"
@@ -30,32 +30,6 @@ sys.path.insert(0, str(ROOT))
 
 import pyorb
 from omniORB import CORBA  # noqa: E402  (needs the path set above)
-
-
-@dataclass(frozen=True)
-class Window:
-    """The measured interval, in time.perf_counter() seconds."""
-
-    start: float
-    end: float
-
-
-@dataclass
-class Tally:
-    """One task's counts inside the window."""
-
-    calls: int = 0
-    errors: int = 0
-
-
-def positive(kind: type) -> Any:
-    """argparse type: a positive int or float."""
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive: {text}")
-        return value
-    return parse
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -1,0 +1,42 @@
+"""The benchmark's servers and load generators work (a short smoke run, not a timing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(script: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / script), *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    proc.communicate(timeout=20)
+
+
+@pytest.mark.parametrize(("server", "client", "load"), [
+    ("servers/pyorb_echo.py", "loadtests/pyorb_echo_client.py", ["--concurrency", "16"]),
+    ("servers/pyorb_echo.py", "loadtests/omni_echo_client.py", ["--threads", "4"]),
+    ("servers/omni_echo.py", "loadtests/pyorb_echo_client.py", ["--concurrency", "16"]),
+])
+def test_load_generator_against_server(server: str, client: str, load: list[str]) -> None:
+    proc, ior = start(server)
+    try:
+        assert ior.startswith("IOR:")
+        done = subprocess.run([sys.executable, str(ROOT / client), ior, *load, "--seconds", "1", "--warmup", "0.2"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["errors"] == 0 and result["calls"] > 100, result
+    finally:
+        stop(proc)
