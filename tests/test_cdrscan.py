@@ -845,7 +845,7 @@ def request_body_offset(body: bytes, order: str) -> tuple[int, int]:
 
 def fragment_train(train: list[Message]) -> tuple[bytes, int, list[int], bool]:
     """The request's argument octets with the fragment payloads, its stream offset, payload starts, order."""
-    (header, first), order = train[0], "<" if train[0][0][6] & 1 else ">"
+    (_, first), order = train[0], "<" if train[0][0][6] & 1 else ">"
     request_id, offset = request_body_offset(first, order)
     data, starts = bytearray(first[offset:]), []
     for _, payload in train[1:]:

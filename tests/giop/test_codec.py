@@ -11,7 +11,6 @@ import pytest
 from pyorb.giop import (
     GIOP_1_0,
     GIOP_1_1,
-    GIOP_1_2,
     CancelRequest,
     CloseConnection,
     Header,
