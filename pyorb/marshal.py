@@ -156,6 +156,16 @@ class BodyCodec:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
         return body if self._padding_free(pad) else self._scrub(body, pad, little_endian)
 
+    @property
+    def has_objrefs(self) -> bool:
+        return self._objrefs
+
+    def convert_objrefs(self, values: tuple[Any, ...], convert: ObjrefHook) -> tuple[Any, ...]:
+        """``values`` with the omniORB object references in them passed through ``convert``."""
+        if not self._objrefs:
+            return values
+        return tuple(from_omni(d, v, convert) for d, v in zip(self._descs, values))
+
     def _padding_free(self, pad: int) -> bool:
         free = self._no_padding.get(pad)
         if free is None:

@@ -74,8 +74,7 @@ class Invocation:
     def _set_result(self, reply: Reply) -> None:
         results = self.op.results
         values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts)
-        if results._objrefs:
-            values = tuple(marshal.from_omni(d, v, self.convert) for d, v in zip(results._descs, values))
+        values = results.convert_objrefs(values, self.convert)
         self.future.set_result(self.op.result_value(values))
 
     def _forward(self, reply: Reply) -> None:

@@ -98,8 +98,8 @@ class ServerConnection(GIOPProtocol):
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
             self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO))
             return
-        if op.args._objrefs and entry.style is not Style.SYNC:
-            args = tuple(marshal.from_omni(d, v, self._convert) for d, v in zip(op.args._descs, args))
+        if op.args.has_objrefs and entry.style is not Style.SYNC:
+            args = op.args.convert_objrefs(args, self._convert)
         call = Call(servant, entry, args, req.request_id, req.version, req.little_endian, req.response_expected, self)
         task = self.strategy.dispatch(call)
         if task is not None and req.response_expected:
