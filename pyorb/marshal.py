@@ -107,7 +107,7 @@ class BodyCodec:
     plain tuples.
     """
 
-    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding")
+    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -119,6 +119,7 @@ class BodyCodec:
         self._classes: dict[int, type] = {}
         self._objrefs = any(_has_objref(d) for d in descs)
         self._no_padding: dict[int, bool] = {}
+        self._simple = len(descs) == 1 and not self._objrefs and _padding_free(descs, 0)
 
     def _struct(self, pad: int, read: bool = False) -> tuple[tuple[Any, ...], type]:
         struct = self._structs.get((pad, read))
@@ -134,6 +135,15 @@ class BodyCodec:
 
     def pack(self, values: tuple[Any, ...], align: int, little_endian: bool) -> bytes:
         """Marshal ``values`` for a body starting at ``align`` (mod 8)."""
+        if self._simple and not align & 7 and len(values) == 1:
+            # One padding-free value at an aligned start (a ping's stamp, a
+            # reply's long): straight to omniORB, nothing to convert or scrub.
+            try:
+                return _marshal(self._descs[0], values[0], little_endian)
+            except CORBA.SystemException:
+                raise
+            except Exception as exc:
+                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
         if not self.count:
             return b""
         if len(values) != self.count:
