@@ -165,3 +165,19 @@ def test_pyorb_client_to_pyorb_server_every_case(
         loop_thread.run(client.close())
         loop_thread.run(server.close())
     assert failed == {}
+
+
+@pytest.mark.parametrize("server_giop", [(1, 0), (1, 1)], ids=["ior1.0", "ior1.1"])
+def test_ior_profile_version_lowers_the_client(loop_thread: LoopThread, server_giop: tuple[int, int]) -> None:
+    """An omniORB server limited to GIOP 1.0/1.1 publishes that profile version;
+    pyorb (configured for 1.2) speaks it, with the same outcomes as when configured so."""
+    from pyorb.giop.ior import IOR
+
+    server = OmniServer("--native-char", "UTF-8", "--max-giop", ".".join(map(str, server_giop)))
+    try:
+        profile = IOR.from_string(server.ior).iiop
+        assert profile is not None and profile.version == server_giop
+        failed = run_cases(loop_thread, server.ior, Config())
+    finally:
+        server.stop()
+    assert failed.keys() == expected_failures(server_giop, "UTF-8").keys(), failed
