@@ -8,32 +8,15 @@ from typing import TYPE_CHECKING, Callable
 from omniORB import CORBA
 
 from pyorb.aio.protocol import GIOPProtocol
-from pyorb.giop import codec
+from pyorb.client.calls import RequestWriter
 from pyorb.giop.connection import Role
-from pyorb.giop.ior import CS_UTF8, CS_UTF16, code_sets_context
-from pyorb.giop.messages import (
-    GIOP_1_0,
-    GIOP_1_2,
-    SYNC_NONE,
-    SYNC_WITH_TARGET,
-    CancelRequest,
-    CloseConnection,
-    LocateReply,
-    Message,
-    MessageError,
-    Reply,
-    Request,
-    ServiceContext,
-    Version,
-)
+from pyorb.giop.messages import CloseConnection, LocateReply, Message, MessageError, Reply, Version
 
 if TYPE_CHECKING:
     from pyorb.client.invocation import Invocation
     from pyorb.config import Config
 
 log = logging.getLogger(__name__)
-
-_CODE_SETS = (code_sets_context(CS_UTF8, CS_UTF16),)
 
 
 class ClientConnection(GIOPProtocol):
@@ -42,14 +25,8 @@ class ClientConnection(GIOPProtocol):
     def __init__(self, config: Config, on_closed: Callable[[ClientConnection], None]) -> None:
         super().__init__(Role.CLIENT, config)
         self.pending: dict[int, Invocation] = {}
-        self._next_id = 1
-        self._code_sets_sent = False
+        self.writer = RequestWriter(config)
         self._on_closed = on_closed
-
-    def _request_id(self) -> int:
-        rid = self._next_id
-        self._next_id = (rid + 1) & 0xFFFFFFFF or 1
-        return rid
 
     # -- sending ---------------------------------------------------------------
     def start(self, inv: Invocation, object_key: bytes, version: Version) -> None:
@@ -57,33 +34,12 @@ class ClientConnection(GIOPProtocol):
         if not self.is_open:
             inv.fail(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO))
             return
-        rid = self._request_id()
-        le = self.config.little_endian
-        op = inv.op
-        contexts: tuple[ServiceContext, ...] = ()
-        if not self._code_sets_sent and version != GIOP_1_0:
-            # CORBA sends the negotiated code sets once, with the first request.
-            contexts = _CODE_SETS
-            self._code_sets_sent = True
-        flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
         try:
-            if version == GIOP_1_2:
-                body = op.args.pack(inv.args, 0, le)
-                if contexts:
-                    data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
-                else:  # the common case, without building a Request object
-                    data = codec.encode_request_12(rid, flags, object_key, op.name, body, le)
-            else:
-                probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
-                body = op.args.pack(inv.args, codec.body_offset(probe), le)
-                data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
+            rid, data = self.writer.request(inv.op, inv.args, object_key, version)
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return
-        if len(data) > self.config.max_message_size:
-            inv.fail(CORBA.MARSHAL(0, CORBA.COMPLETED_NO))
-            return
-        if op.oneway:
+        if inv.op.oneway:
             self.send(data)
             if not inv.future.done():
                 inv.future.set_result(None)
@@ -95,7 +51,7 @@ class ClientConnection(GIOPProtocol):
 
     def cancel_request(self, request_id: int) -> None:
         if self.is_open:
-            self.send(codec.encode(CancelRequest(request_id, little_endian=self.config.little_endian)))
+            self.send(self.writer.cancel(request_id))
 
     # -- receiving -------------------------------------------------------------
     def message_received(self, message: Message) -> None:

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from omniORB import CORBA
 
-from pyorb import marshal
-from pyorb.giop.cdr import CDRReader
-from pyorb.giop.errors import ProtocolError
+from pyorb.client.calls import LocationForward, reply_result
 from pyorb.giop.ior import IOR
-from pyorb.giop.messages import Reply, ReplyStatus
+from pyorb.giop.messages import Reply
 
 if TYPE_CHECKING:
     from pyorb.client.connection import ClientConnection
     from pyorb.marshal import Operation
-
-log = logging.getLogger(__name__)
-
-_UNMARSHAL_FAILED = CORBA.MARSHAL
 
 
 class Invocation:
@@ -55,37 +48,13 @@ class Invocation:
     def complete(self, reply: Reply) -> None:
         if self.future.done():
             return
-        status = reply.reply_status
         try:
-            if status is ReplyStatus.NO_EXCEPTION:
-                self._set_result(reply)
-            elif status is ReplyStatus.USER_EXCEPTION:
-                self.fail(self.op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian))
-            elif status is ReplyStatus.SYSTEM_EXCEPTION:
-                self.fail(marshal.unpack_system_exception(reply.body, reply.body_offset, reply.little_endian))
-            elif status in (ReplyStatus.LOCATION_FORWARD, ReplyStatus.LOCATION_FORWARD_PERM):
-                self._forward(reply)
-            else:  # NEEDS_ADDRESSING_MODE: we already send the simplest form
-                self.fail(CORBA.NO_IMPLEMENT(0, CORBA.COMPLETED_NO))
-        except CORBA.SystemException as exc:
-            log.warning("reply to %s could not be decoded: %s", self.op.name, exc)
-            self.fail(CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES))
-
-    def _set_result(self, reply: Reply) -> None:
-        results = self.op.results
-        values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts)
-        values = results.convert_objrefs(values, self.convert)
-        self.future.set_result(self.op.result_value(values))
-
-    def _forward(self, reply: Reply) -> None:
-        try:
-            target = IOR.decode(CDRReader(reply.body, reply.little_endian, base=reply.body_offset))
-        except ProtocolError as exc:
-            log.warning("bad LOCATION_FORWARD for %s: %s", self.op.name, exc.reason)
-            self.fail(CORBA.MARSHAL(0, CORBA.COMPLETED_NO))
-            return
-        self.forwards += 1
-        self.retarget(self, target)
+            self.future.set_result(reply_result(self.op, reply, self.convert))
+        except LocationForward as fwd:
+            self.forwards += 1
+            self.retarget(self, fwd.target)
+        except CORBA.Exception as exc:  # the user or system exception the reply carries
+            self.fail(exc)
 
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():

@@ -1,0 +1,153 @@
+"""The transport-free half of a client call: request bytes out, result in.
+
+Both clients use it: the asyncio one (pyorb.client.connection and
+invocation) and the blocking one (pyorb.client.blocking).  Nothing here
+does I/O or knows about event loops.
+"""
+
+from __future__ import annotations
+
+import keyword
+import logging
+from typing import Any, Callable
+
+from omniORB import CORBA
+
+from pyorb import marshal
+from pyorb.config import Config
+from pyorb.giop import codec
+from pyorb.giop.cdr import CDRReader
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.ior import CS_UTF8, CS_UTF16, IOR, code_sets_context
+from pyorb.giop.messages import (
+    GIOP_1_0,
+    GIOP_1_2,
+    SYNC_NONE,
+    SYNC_WITH_TARGET,
+    CancelRequest,
+    Reply,
+    ReplyStatus,
+    Request,
+    ServiceContext,
+    Version,
+)
+from pyorb.marshal import Operation
+
+log = logging.getLogger(__name__)
+
+_CODE_SETS = (code_sets_context(CS_UTF8, CS_UTF16),)
+
+
+class RequestWriter:
+    """Encodes the requests of one client connection.
+
+    It owns what the connection's requests share: the request id counter and
+    whether the code sets context has gone out yet.
+    """
+
+    __slots__ = ("_next_id", "_code_sets_sent", "little_endian", "max_message_size")
+
+    def __init__(self, config: Config) -> None:
+        self._next_id = 1
+        self._code_sets_sent = False
+        self.little_endian = config.little_endian
+        self.max_message_size = config.max_message_size
+
+    def _request_id(self) -> int:
+        rid = self._next_id
+        self._next_id = (rid + 1) & 0xFFFFFFFF or 1
+        return rid
+
+    def request(self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version) -> tuple[int, bytes]:
+        """The request id and bytes of a call of ``op``.
+
+        Raises a CORBA system exception (completed NO) if the arguments do
+        not marshal, or MARSHAL if the message exceeds max_message_size.
+        """
+        rid = self._request_id()
+        le = self.little_endian
+        contexts: tuple[ServiceContext, ...] = ()
+        if not self._code_sets_sent and version != GIOP_1_0:
+            # CORBA sends the negotiated code sets once, with the first request.
+            contexts = _CODE_SETS
+        flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
+        if version == GIOP_1_2:
+            body = op.args.pack(args, 0, le)
+            if contexts:
+                data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
+            else:  # the common case, without building a Request object
+                data = codec.encode_request_12(rid, flags, object_key, op.name, body, le)
+        else:
+            probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
+            body = op.args.pack(args, codec.body_offset(probe), le)
+            data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
+        if len(data) > self.max_message_size:
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
+        if contexts:
+            self._code_sets_sent = True
+        return rid, data
+
+    def cancel(self, request_id: int) -> bytes:
+        """A CancelRequest for ``request_id``."""
+        return codec.encode(CancelRequest(request_id, little_endian=self.little_endian))
+
+
+class LocationForward(Exception):
+    """The reply says the object is elsewhere: re-send the call to ``target``."""
+
+    def __init__(self, target: IOR) -> None:
+        super().__init__(target)
+        self.target = target
+
+
+def reply_result(op: Operation, reply: Reply, convert: Callable[[Any], Any]) -> Any:
+    """The value a reply to ``op`` carries (see Operation.result_value).
+
+    Raises the user or system exception the reply carries, MARSHAL
+    (completed YES) if it cannot be decoded, and :class:`LocationForward`
+    for a LOCATION_FORWARD.  ``convert`` turns the omniORB object
+    references of a result into the client's proxies.
+    """
+    status = reply.reply_status
+    if status in (ReplyStatus.LOCATION_FORWARD, ReplyStatus.LOCATION_FORWARD_PERM):
+        raise LocationForward(_forward_target(op, reply))
+    try:
+        if status is ReplyStatus.NO_EXCEPTION:
+            results = op.results
+            values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts)
+            return op.result_value(results.convert_objrefs(values, convert))
+        if status is ReplyStatus.USER_EXCEPTION:
+            error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian)
+        elif status is ReplyStatus.SYSTEM_EXCEPTION:
+            error = marshal.unpack_system_exception(reply.body, reply.body_offset, reply.little_endian)
+        else:  # NEEDS_ADDRESSING_MODE: we already send the simplest form
+            error = CORBA.NO_IMPLEMENT(0, CORBA.COMPLETED_NO)
+    except CORBA.SystemException as exc:
+        log.warning("reply to %s could not be decoded: %s", op.name, exc)
+        raise CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES) from None
+    raise error
+
+
+def _forward_target(op: Operation, reply: Reply) -> IOR:
+    try:
+        return IOR.decode(CDRReader(reply.body, reply.little_endian, base=reply.body_offset))
+    except ProtocolError as exc:
+        log.warning("bad LOCATION_FORWARD for %s: %s", op.name, exc.reason)
+        raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from None
+
+
+def interface_operations(interface: type) -> dict[str, Operation]:
+    """The operations of a generated stub class, by Python attribute name.
+
+    An operation named like a Python keyword gets a leading underscore, as
+    omniORBpy does.  Raises TypeError if ``interface`` is not a stub class.
+    """
+    ops: dict[str, Operation] = {}
+    for name in dir(interface):
+        if name.startswith("_d_"):
+            wire = name[3:]
+            attr = "_" + wire if keyword.iskeyword(wire) else wire
+            ops[attr] = Operation(wire, getattr(interface, name))
+    if not ops:
+        raise TypeError(f"{interface!r} is not a generated interface stub class")
+    return ops
