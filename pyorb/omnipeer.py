@@ -7,8 +7,9 @@
     end of file, so a test process that dies never leaves it running.
 
 ``python -m pyorb.omnipeer call --idl FILE --function pkg.mod:func --target REF``
-    compiles the IDL, calls ``func(orb, obj)`` with ``obj`` the target
-    narrowed to ``--interface`` (an IDL scoped name such as ``Bench::Echo``),
+    compiles the IDL, calls ``func(orb, obj, *args)`` with ``obj`` the target
+    narrowed to ``--interface`` (an IDL scoped name such as ``Bench::Echo``)
+    and ``args`` the JSON list given with ``--args``,
     and prints one JSON line: ``{"ok": true, "result": ...}`` or
     ``{"ok": false, "error": "...", "traceback": "..."}``; exit status 0 or 1.
 
@@ -49,10 +50,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     call = commands.add_parser("call", help="call a function with a reference")
     call.add_argument("--function", required=True, metavar="MODULE:FUNCTION",
-                      help="called as function(orb, obj); its result must be JSON-able")
+                      help="called as function(orb, obj, *args); its result must be JSON-able")
     call.add_argument("--target", required=True, help="IOR or corbaloc/corbaname URL")
     call.add_argument("--interface", default=None, metavar="SCOPED::NAME",
                       help="IDL interface to narrow the target to (e.g. Bench::Echo)")
+    call.add_argument("--args", default="[]", metavar="JSON",
+                      help="a JSON list of further arguments for the function")
     for sub in (serve, call):
         sub.add_argument("--idl", action="append", default=[], metavar="FILE",
                          help="IDL file to compile first (repeatable)")
@@ -182,12 +185,18 @@ def _shutdown(orb: Any) -> None:
 
 def call(ns: argparse.Namespace) -> int:
     orb = init_orb(ns)
-    function: Callable[[Any, Any], Any] = load_object(ns.function)
+    function: Callable[..., Any] = load_object(ns.function)
+    try:
+        args = json.loads(ns.args)
+    except ValueError as exc:
+        raise PeerError(f"--args is not JSON: {exc}") from None
+    if not isinstance(args, list):
+        raise PeerError("--args must be a JSON list")
     try:
         obj = orb.string_to_object(ns.target)
         if ns.interface is not None:
             obj = _narrow(obj, ns.interface)
-        outcome: dict[str, Any] = {"ok": True, "result": function(orb, obj)}
+        outcome: dict[str, Any] = {"ok": True, "result": function(orb, obj, *args)}
         line = json.dumps(outcome)
     except Exception as exc:  # the peer's error, reported to the caller
         outcome = {"ok": False, "error": describe(exc), "traceback": traceback.format_exc()}

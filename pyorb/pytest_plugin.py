@@ -172,9 +172,9 @@ def omni_server() -> Iterator[ProcessFactory]:
 @pytest.fixture
 def omni_call() -> Callable[..., Any]:
     """Run a function in an omniORBpy client process:
-    ``omni_call(idl, "pkg.module:function", target, interface="Mod::Iface")``.
+    ``omni_call(idl, "pkg.module:function", target, interface="Mod::Iface", args=())``.
 
-    The function gets ``(orb, obj)`` and returns a JSON-able result, which
+    The function gets ``(orb, obj, *args)`` and returns a JSON-able result, which
     ``omni_call`` returns; an exception in the peer raises
     :class:`PeerProcessError` with its traceback.
     """

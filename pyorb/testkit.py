@@ -179,17 +179,19 @@ def omni_call(
     function: str,
     target: str,
     interface: str | None = None,
+    args: Sequence[Any] = (),
     timeout: float = 120.0,
 ) -> Any:
-    """Run ``function(orb, obj)`` ("module:function") in an omniORBpy process.
+    """Run ``function(orb, obj, *args)`` ("module:function") in an omniORBpy process.
 
     ``obj`` is ``target`` (IOR or URL), narrowed to ``interface`` (an IDL
-    scoped name, e.g. ``"Bench::Echo"``) if given.  Returns the function's
+    scoped name, e.g. ``"Bench::Echo"``) if given; ``args`` are JSON-able
+    values.  Returns the function's
     JSON-able result; raises :class:`PeerProcessError` with the peer's error
     and traceback if it raised (or the process failed).
     """
     argv = [sys.executable, "-m", "pyorb.omnipeer", "call", *_idl_args(idl), "--function", function,
-            "--target", str(target)]
+            "--target", str(target), "--args", json.dumps(list(args))]
     if interface is not None:
         argv += ["--interface", interface]
     try:
