@@ -1,0 +1,7 @@
+"""``python -m pyorb``: the pyorb command line."""
+
+import sys
+
+from pyorb.cli import main
+
+sys.exit(main())

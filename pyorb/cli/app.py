@@ -1,0 +1,357 @@
+"""The ``pyorb`` command: compile, serve, call, ops, ior, demo (and loadtest).
+
+Every expected failure (bad argument, unreachable reference, unknown
+operation, IDL that does not compile) is one ``error: ...`` line on stderr
+and a non-zero exit status: 2 for usage errors, as click has it, 1 otherwise.
+``--traceback`` shows the Python traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import typer
+from omniORB import CORBA
+from rich.console import Console
+
+import pyorb
+from pyorb.giop.errors import ProtocolError
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(
+    name="pyorb",
+    help="pyorb: asyncio CORBA (GIOP/IIOP) middleware that interoperates with omniORB.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console(highlight=False, soft_wrap=True)
+_show_traceback = False
+
+IdlOption = typer.Option(..., "--idl", help="IDL file defining the interface (repeatable).", exists=True,
+                         dir_okay=False)
+IncludeOption = typer.Option([], "--include", "-I", help="IDL include directory (repeatable).", exists=True,
+                             file_okay=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"pyorb {pyorb.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global(
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="Log to stderr (-v info, -vv debug)."),
+    traceback: bool = typer.Option(False, "--traceback", help="Show the Python traceback of an error."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    global _show_traceback
+    _show_traceback = traceback
+    if verbose:
+        logging.basicConfig(level=logging.DEBUG if verbose > 1 else logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+
+
+# -- compile -------------------------------------------------------------------
+
+
+@app.command("compile")
+def compile_cmd(
+    idl: list[Path] = typer.Argument(..., help="IDL files.", exists=True, dir_okay=False),
+    output: Path = typer.Option(Path("."), "--output", "-o", help="Directory for the generated modules."),
+    include: list[Path] = IncludeOption,
+) -> None:
+    """Compile IDL to Python modules (omniidl -bpython with AMI stubs)."""
+    from rich.table import Table
+
+    before = _snapshot(output)
+    for path in idl:
+        pyorb.compile_idl(path, output, [str(d) for d in include])
+    written = _write_stubs(idl, output, include)
+    if written is None:
+        written = sorted(p for p, stamp in _snapshot(output).items() if before.get(p) != stamp)
+    table = Table(title=f"compiled {len(idl)} IDL file{'s' * (len(idl) != 1)} into {output}", title_justify="left")
+    table.add_column("written")
+    for path in written:
+        table.add_row(str(path))
+    out.print(table)
+
+
+def _write_stubs(idl: Sequence[Path], output: Path, include: Sequence[Path]) -> list[Path] | None:
+    stubs = _optional_module("pyorb.stubs")  # written alongside this command; absent in older trees
+    if stubs is None:
+        return None
+    return list(stubs.write_stubs(idl, output, include))
+
+
+def _optional_module(name: str) -> Any:
+    """``name`` imported, or None if it (or what it needs) is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        log.debug("%s unavailable: %s", name, exc)
+        return None
+
+
+def _snapshot(directory: Path) -> dict[Path, int]:
+    if not directory.is_dir():
+        return {}
+    return {p: p.stat().st_mtime_ns for p in directory.rglob("*.py") if "__pycache__" not in p.parts}
+
+
+# -- ior -------------------------------------------------------------------------
+
+
+@app.command("ior")
+def ior_cmd(
+    ref: str = typer.Argument(..., help="IOR:..., corbaloc:... or @FILE holding one."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Decode an IOR or corbaloc URL: type id, profiles, host, port, key, code sets."""
+    from pyorb.cli import iorview
+    from pyorb.giop.ior import parse_reference
+
+    text = _reference_text(ref)
+    ior = parse_reference(text)
+    if as_json:
+        out.print_json(json.dumps(iorview.describe(ior)))
+    else:
+        out.print(iorview.table(ior, text))
+
+
+def _reference_text(ref: str) -> str:
+    if ref.startswith("@"):
+        return Path(ref[1:]).read_text().strip()
+    return ref.strip()
+
+
+# -- call / ops ------------------------------------------------------------------
+
+
+@app.command("call")
+def call_cmd(
+    ref: str = typer.Argument(..., help="IOR:..., corbaloc:... or @FILE holding one."),
+    operation: str = typer.Argument(..., help="Operation name (attributes: _get_NAME / _set_NAME)."),
+    args: Optional[list[str]] = typer.Argument(None, help="Arguments, parsed by their IDL types."),
+    idl: list[Path] = IdlOption,
+    include: list[Path] = IncludeOption,
+    interface: Optional[str] = typer.Option(None, "--interface", help="Module::Interface, if the reference has "
+                                            "no type id (corbaloc) or to call through another interface."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Seconds to wait for the reply."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+) -> None:
+    """Invoke OPERATION on REF with ARGS and print its result.
+
+    Numbers, booleans, characters, strings and enum names are written as
+    they are; octet sequences as hex or @FILE; structs, unions, sequences,
+    arrays and anys as JSON (or @FILE of JSON).  `pyorb ops` lists the
+    operations and their signatures.
+    """
+    from pyorb.cli import call
+
+    text = _reference_text(ref)
+    ior = pyorb_ior(text)
+    call.load(idl, include)
+    iface = call.find_interface(ior, interface, idl)
+    ops = call.operations(iface, idl, include)
+    op = ops.get(operation)
+    if op is None:
+        raise call.CallError(f"{_iface_name(iface)} has no operation {operation!r} "
+                             f"(operations: {', '.join(ops)})")
+    values = call.parse_args(op, args or [])
+    result = call.run(text, iface, op, values, timeout)
+    _print_results(op, call.results(op, result), as_json)
+
+
+def pyorb_ior(text: str) -> Any:
+    from pyorb.giop.ior import parse_reference
+
+    return parse_reference(text)
+
+
+def _iface_name(iface: type) -> str:
+    return str(getattr(iface, "_NP_RepositoryId", iface.__name__))
+
+
+def _print_results(op: Any, results: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        value: Any = results.get("result") if list(results) == ["result"] else results
+        print(json.dumps(value if results else None, ensure_ascii=False))
+        return
+    if op.oneway:
+        out.print(f"oneway {op.name} sent")
+        return
+    for name, value in results.items():
+        shown = value if isinstance(value, str) and len(results) == 1 else json.dumps(value, ensure_ascii=False)
+        print(shown if len(results) == 1 else f"{name} = {shown}")
+
+
+@app.command("ops")
+def ops_cmd(
+    ref: Optional[str] = typer.Argument(None, help="A reference whose type id names the interface."),
+    idl: list[Path] = IdlOption,
+    include: list[Path] = IncludeOption,
+    interface: Optional[str] = typer.Option(None, "--interface", help="Module::Interface to list."),
+) -> None:
+    """List the operations of an interface with their IDL signatures."""
+    from rich.table import Table
+
+    from pyorb.cli import call
+    from pyorb.giop.ior import IOR
+
+    call.load(idl, include)
+    ior = pyorb_ior(_reference_text(ref)) if ref else IOR.nil()
+    if ref is None and interface is None:
+        raise call.CallError("give a reference or --interface Module::Interface")
+    iface = call.find_interface(ior, interface, idl)
+    table = Table(title=_iface_name(iface), title_justify="left")
+    table.add_column("operation")
+    table.add_column("signature")
+    for name, op in call.operations(iface, idl, include).items():
+        table.add_row(name, op.signature())
+    out.print(table)
+
+
+# -- serve -----------------------------------------------------------------------
+
+
+@app.command("serve")
+def serve_cmd(
+    target: str = typer.Argument(..., metavar="MODULE:SERVANT", help="Servant class to instantiate and serve."),
+    idl: list[Path] = typer.Option([], "--idl", help="IDL to load before importing MODULE (repeatable).",
+                                   exists=True, dir_okay=False),
+    include: list[Path] = IncludeOption,
+    model: Optional[str] = typer.Option(None, "--model", help="Dispatch strategy: reactive, amh, thread_pool(8), "
+                                        "thread_per_request, thread_per_connection, threaded, locality(4)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="TCP port (0: any free port)."),
+    key: Optional[str] = typer.Option(None, "--key", help="Object key (default: the class name)."),
+    ior_file: Optional[Path] = typer.Option(None, "--ior-file", help="Also write the IOR to this file."),
+    stdin_eof: bool = typer.Option(False, "--stop-on-stdin-eof", help="Also stop when stdin closes."),
+) -> None:
+    """Serve MODULE:SERVANT; print its IOR and corbaloc; stop on SIGINT/SIGTERM.
+
+    SIGUSR1 prints the server's statistics (when the server keeps them).
+    """
+    from pyorb.cli import serve
+
+    opts = serve.ServeOptions(target, tuple(idl), tuple(include), model, host, port, key, ior_file, stdin_eof)
+    _run_async(serve.serve(opts, lambda line: print(line, flush=True), _print_stats))
+
+
+def _print_stats(server: Any) -> None:
+    stats = getattr(server, "stats", None)
+    if callable(stats):
+        out.print(stats().table())
+
+
+def _run_async(coro: Any) -> Any:
+    import asyncio
+
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+# -- demo ------------------------------------------------------------------------
+
+
+@app.command("demo")
+def demo_cmd(
+    clients: int = typer.Option(300, "--clients", min=1, help="Closed-loop clients."),
+    seconds: float = typer.Option(5.0, "--seconds", min=0.001, help="Measurement time in seconds."),
+    delay: float = typer.Option(0.1, "--delay", min=0.001, help="Sink delay in seconds."),
+) -> None:
+    """The README demo: an AMH middle tier between closed-loop clients and a slow sink."""
+    from pyorb import demo
+
+    code = demo.main(["--clients", str(clients), "--seconds", str(seconds), "--delay", str(delay)])
+    if code:
+        raise typer.Exit(code)
+
+
+# -- loadtest (owned by the load-test package) -------------------------------------
+
+
+def _add_loadtest() -> None:
+    # The load-test package owns its sub-app; without it (or its extra) there is no such command.
+    module = _optional_module("pyorb.loadtest.cli")
+    if module is not None:
+        app.add_typer(module.app, name="loadtest", help="Load-test sweeps (pyorb[loadtest]).")
+
+
+_add_loadtest()
+
+
+# -- entry point -----------------------------------------------------------------
+
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, LookupError, TypeError, ImportError, OSError, ProtocolError,
+    CORBA.SystemException, CORBA.UserException,
+)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(list(argv) if argv is not None else None, prog_name="pyorb", standalone_mode=False)
+    except typer.TyperException as exc:  # click's errors: usage (exit 2) and others
+        return _usage_error(exc)
+    except typer.Abort:
+        return 130
+    except Exception as exc:
+        if _show_traceback or not isinstance(exc, (*EXPECTED_ERRORS, _call_error())):
+            raise
+        _error(describe_error(exc))
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+def _usage_error(exc: Any) -> int:
+    code = int(getattr(exc, "exit_code", 1))
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        return 0  # a bare `pyorb` asked for the help, which is printed already
+    hint = f" (see '{ctx.command_path} --help')" if code == 2 and ctx is not None else ""
+    _error(exc.format_message().rstrip(".") + hint)
+    return code
+
+
+def _call_error() -> type[Exception]:
+    from pyorb.cli.call import CallError
+
+    return CallError
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line saying what went wrong."""
+    if isinstance(exc, CORBA.SystemException):
+        from pyorb.cli.call import system_exception_line
+
+        return system_exception_line(exc)
+    if isinstance(exc, CORBA.UserException):
+        return f"{exc._NP_RepositoryId} raised"
+    if isinstance(exc, ProtocolError):
+        return f"protocol error: {exc.reason}"
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,244 @@
+"""``pyorb call`` and ``pyorb ops``: invoke any operation of a loaded IDL.
+
+The interface comes from the reference's type id (or ``--interface``), the
+operation's descriptor from the generated stub class, parameter names from
+:mod:`pyorb.cli.idlsig`, and each argument is parsed by :mod:`pyorb.cli.values`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import keyword
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from omniORB import CORBA
+
+from pyorb.cli.idlsig import OpSignature, signatures
+from pyorb.cli.values import ArgumentError, from_text, to_json, type_name
+from pyorb.config import Config
+from pyorb.giop.ior import IOR, parse_reference
+from pyorb.marshal import Descriptor
+
+log = logging.getLogger(__name__)
+
+
+class CallError(Exception):
+    """A call that failed in a way the user should read as one line."""
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One operation of an interface, as the CLI shows and calls it."""
+
+    name: str
+    in_types: tuple[Descriptor, ...]
+    out_types: tuple[Descriptor, ...] | None  # None for oneway
+    exceptions: tuple[str, ...]
+    sig: OpSignature | None
+
+    @property
+    def oneway(self) -> bool:
+        return self.out_types is None
+
+    @property
+    def attr(self) -> str:
+        """The proxy method's name (keywords get a leading underscore)."""
+        return "_" + self.name if keyword.iskeyword(self.name) else self.name
+
+    def result_names(self) -> list[str]:
+        """Names for the return value (if not void) and each out/inout parameter."""
+        outs = list(self.out_types or ())
+        named = self.sig.out_names if self.sig else []
+        if len(named) < len(outs):  # the return value comes first
+            named = ["result", *named]
+        if len(named) != len(outs):
+            named = ["result"] + [f"out{i}" for i in range(1, len(outs))]
+        return named
+
+    def signature(self) -> str:
+        """The IDL form, e.g. ``long directions(in long a, inout long b, out long doubled)``."""
+        ret = "void"
+        outs = list(self.out_types or ())
+        n_outs = len(self.sig.out_names) if self.sig else 0
+        if len(outs) > n_outs:
+            ret = type_name(outs[0])
+        params = self._params()
+        head = "oneway void" if self.oneway else ret
+        raises = f" raises ({', '.join(self.exceptions)})" if self.exceptions else ""
+        return f"{head} {self.name}({', '.join(params)}){raises}"
+
+    def _params(self) -> list[str]:
+        outs = self.out_types or ()
+        if self.sig is None or len(self.sig.in_names) != len(self.in_types) or len(self.sig.out_names) > len(outs):
+            return [type_name(t) for t in self.in_types]
+        ins = iter(self.in_types)
+        out_params = iter(outs[len(outs) - len(self.sig.out_names):])  # after the return value
+        shown = []
+        for p in self.sig.params:
+            t = next(out_params) if p.direction == "out" else next(ins)
+            if p.direction == "inout":
+                next(out_params)
+            shown.append(f"{p.direction} {type_name(t)} {p.name}")
+        return shown
+
+
+# -- finding the interface and its operations ------------------------------------
+
+
+def load(idl_files: Sequence[Path], include_dirs: Sequence[Path]) -> None:
+    """Compile and import each IDL file (omniidl's message on failure)."""
+    from pyorb.idl import load_idl
+
+    for path in idl_files:
+        load_idl(path, include_dirs)
+
+
+def find_interface(ior: IOR, name: str | None, idl_files: Sequence[Path]) -> type:
+    """The stub class to call ``ior`` through."""
+    from pyorb.client.proxy import interface_for
+
+    if name:
+        return _named_interface(name)
+    if not ior.type_id:
+        raise CallError("the reference has no type id (a corbaloc URL?): name the interface with "
+                        "--interface Module::Interface")
+    found = interface_for(ior.type_id)
+    if found is None:
+        files = ", ".join(str(p) for p in idl_files)
+        raise CallError(f"{ior.type_id} is not an interface of {files}; load its IDL with --idl "
+                        "or name one with --interface")
+    return found
+
+
+def _named_interface(name: str) -> type:
+    from pyorb.client.proxy import interface_for
+
+    if name.startswith("IDL:"):
+        found = interface_for(name)
+    else:
+        parts = name.replace("::", ".").strip(".").split(".")
+        found = _lookup(parts)
+    if found is None or not any(n.startswith("_d_") for n in dir(found)):
+        raise CallError(f"no interface {name!r} in the loaded IDL")
+    return found
+
+
+def _lookup(parts: list[str]) -> Any:
+    try:
+        obj: Any = importlib.import_module(parts[0])
+    except ImportError:
+        return None
+    for part in parts[1:]:
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
+
+
+def operations(interface: type, idl_files: Sequence[Path], include_dirs: Sequence[Path]) -> dict[str, OpInfo]:
+    """Every operation of ``interface`` (inherited ones too), by wire name."""
+    sigs = _signatures_for(interface, idl_files, include_dirs)
+    ops = {}
+    for attr in sorted(dir(interface)):
+        if attr.startswith("_d_"):
+            name = attr[3:]
+            in_types, out_types, excs = getattr(interface, attr)[:3]
+            out = None if out_types is None else tuple(out_types)
+            ops[name] = OpInfo(name, tuple(in_types), out, tuple(sorted(excs or {})), sigs.get(name))
+    return ops
+
+
+def _signatures_for(interface: type, idl_files: Sequence[Path], include_dirs: Sequence[Path]) -> dict[str, OpSignature]:
+    found: dict[str, OpSignature] = {}
+    repo_ids = [k.__dict__["_NP_RepositoryId"] for k in reversed(interface.__mro__) if "_NP_RepositoryId" in k.__dict__]
+    for path in idl_files:
+        try:
+            by_iface = signatures(path, include_dirs)
+        except (ImportError, OSError) as exc:  # names are a nicety: types alone still work
+            log.warning("no parameter names for %s: %s", path, exc)
+            continue
+        for rid in repo_ids:
+            found.update(by_iface.get(rid, {}))
+    return found
+
+
+# -- calling ---------------------------------------------------------------------
+
+
+def parse_args(op: OpInfo, texts: Sequence[str]) -> tuple[Any, ...]:
+    """Each argument converted from its text by its IDL type."""
+    if len(texts) != len(op.in_types):
+        raise CallError(f"{op.name} takes {len(op.in_types)} argument{'s' * (len(op.in_types) != 1)}, "
+                        f"got {len(texts)}: {op.signature()}")
+    names = op.sig.in_names if op.sig and len(op.sig.in_names) == len(op.in_types) else None
+    values = []
+    for i, (desc, text) in enumerate(zip(op.in_types, texts)):
+        label = names[i] if names else f"argument {i + 1}"
+        try:
+            values.append(from_text(desc, text))
+        except ArgumentError as exc:
+            raise CallError(f"{label} of {op.name}: {exc}; expected {op.signature()}") from None
+    return tuple(values)
+
+
+async def invoke(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float) -> Any:
+    """Call ``op`` on ``ref`` and return its result (exceptions propagate)."""
+    from pyorb.client.client import Client
+
+    config = Config(call_timeout=timeout, connect_timeout=min(timeout, Config.connect_timeout))
+    async with Client(config) as client:
+        proxy = client.resolve(ref, interface)
+        return await getattr(proxy, op.attr)(*args)
+
+
+def run(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float) -> Any:
+    """:func:`invoke` on a fresh event loop, with its exceptions turned into one line."""
+    ior = parse_reference(ref)
+    try:
+        return asyncio.run(invoke(ref, interface, op, args, timeout))
+    except CORBA.UserException as exc:
+        raise CallError(describe_user_exception(exc, op)) from None
+    except CORBA.SystemException as exc:
+        raise CallError(describe_system_exception(exc, op, ior, timeout)) from None
+
+
+def results(op: OpInfo, value: Any) -> dict[str, Any]:
+    """The call's results by name, as JSON-compatible values."""
+    outs = op.out_types or ()
+    values = () if not outs else (value,) if len(outs) == 1 else tuple(value)
+    return {n: to_json(d, v) for n, d, v in zip(op.result_names(), outs, values)}
+
+
+def describe_user_exception(exc: CORBA.UserException, op: OpInfo) -> str:
+    import json
+
+    from omniORB import findType
+
+    repo_id = exc._NP_RepositoryId
+    desc = findType(repo_id)
+    members = to_json(desc, exc) if desc is not None else {}
+    detail = f" {json.dumps(members)}" if members else ""
+    return f"{repo_id} raised by {op.name}{detail}"
+
+
+def describe_system_exception(exc: CORBA.SystemException, op: OpInfo, ior: IOR, timeout: float) -> str:
+    profile = ior.iiop
+    where = f"{profile.host}:{profile.port}" if profile else "the object"
+    reason = {
+        "TRANSIENT": f"cannot reach {where}",
+        "COMM_FAILURE": f"the connection to {where} failed",
+        "TIMEOUT": f"no reply from {where} within {timeout:g} s",
+        "OBJECT_NOT_EXIST": f"no object with this key at {where}",
+        "BAD_OPERATION": f"the object at {where} does not implement {op.name}",
+        "INV_OBJREF": "the reference has no IIOP profile",
+    }.get(type(exc).__name__, f"raised by {op.name}")
+    return f"{system_exception_line(exc)}: {reason}"
+
+
+def system_exception_line(exc: CORBA.SystemException) -> str:
+    """``CORBA.TRANSIENT (minor 0, completed NO)``."""
+    completed = str(exc.completed).removeprefix("COMPLETED_")
+    minor = f"0x{exc.minor:08x}" if exc.minor > 0xFFFF else str(exc.minor)  # vendor minor codes read in hex
+    return f"CORBA.{type(exc).__name__} (minor {minor}, completed {completed})"

@@ -1,0 +1,120 @@
+"""``pyorb serve MODULE:Servant``: serve one servant until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pyorb
+
+# Hard limit on a clean close (pending replies, open connections) at exit.
+SHUTDOWN_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    target: str
+    idl: tuple[Path, ...]
+    include_dirs: tuple[Path, ...]
+    model: str | None
+    host: str
+    port: int
+    key: str | None
+    ior_file: Path | None
+    stop_on_stdin_eof: bool
+
+
+def servant_class(target: str) -> type:
+    """``module:Class`` imported with the current directory on sys.path."""
+    module_name, colon, attr = target.partition(":")
+    if not colon or not module_name or not attr:
+        raise ValueError(f"expected MODULE:Servant, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ImportError(f"module {module_name!r} has no attribute {attr!r}")
+    if not isinstance(obj, type):
+        raise ValueError(f"{target} is not a class")
+    return obj
+
+
+def strategy(model: str | None) -> Any:
+    """What to pass as ``Server(strategy=...)`` for ``--model``.
+
+    Servers that know strategy specs ("thread_pool(8)") get the text and
+    validate it; before that registry existed only the event loop was there.
+    """
+    if model is None:
+        return None
+    if importlib.util.find_spec("pyorb.server.strategies") is not None:
+        return model
+    if model.strip() == "reactive":
+        return None
+    raise ValueError(f"unknown model {model!r}: this pyorb serves only 'reactive' (on the event loop)")
+
+
+async def serve(opts: ServeOptions, emit: Callable[[str], None], show_stats: Callable[[Any], None]) -> None:
+    """Start the server, announce the reference, serve until told to stop."""
+    for path in opts.idl:
+        pyorb.load_idl(path, opts.include_dirs)
+    servant = servant_class(opts.target)()
+    server = pyorb.Server(opts.host, opts.port, strategy=strategy(opts.model))
+    await server.start()
+    try:
+        key = server.activate(servant, opts.key or type(servant).__name__)
+        ior = server.ior(key)
+        if opts.ior_file is not None:
+            opts.ior_file.write_text(ior + "\n")
+        emit(ior)
+        emit(server.corbaloc(key))
+        await _wait_for_stop(opts.stop_on_stdin_eof, lambda: show_stats(server))
+    finally:
+        await _close(server)
+    show_stats(server)
+
+
+async def _close(server: Any) -> None:
+    try:
+        await asyncio.wait_for(server.close(), SHUTDOWN_GRACE_S)
+    except asyncio.TimeoutError:
+        pass
+
+
+async def _wait_for_stop(watch_stdin: bool, on_usr1: Callable[[], None]) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, on_usr1)
+    if watch_stdin:
+        threading.Thread(target=_watch_stdin, args=(loop, stop), daemon=True, name="stdin-watch").start()
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            loop.remove_signal_handler(signum)
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    # Raw reads in a thread: stdin may be a file, which event loops refuse to watch.
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    try:
+        loop.call_soon_threadsafe(stop.set)
+    except RuntimeError:  # the loop has closed
+        pass
