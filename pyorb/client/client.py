@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar, overload
 
 from omniORB import CORBA
 
@@ -18,7 +18,10 @@ from pyorb.giop.messages import GIOP_1_2, Version
 from pyorb.marshal import Operation, ensure_orb
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+P = TypeVar("P", bound=ObjectRef)
+# A proxy class, seen as its constructor: matching on ``type[P]`` would also
+# match a bare ``type`` and leave mypy with nothing to infer.
+ProxyClass = Callable[["Client", IOR], P]
 Endpoint = tuple[str, int]
 
 
@@ -44,12 +47,18 @@ class Client:
         ensure_orb()
 
     # -- references ------------------------------------------------------------
-    def resolve(self, ref: str | IOR | ObjectRef, interface: type[T] | None = None) -> Any:
+    @overload
+    def resolve(self, ref: str | IOR | ObjectRef, interface: ProxyClass[P]) -> P: ...
+    @overload
+    def resolve(self, ref: str | IOR | ObjectRef, interface: type | None = None) -> Any: ...
+    def resolve(self, ref: str | IOR | ObjectRef, interface: Any = None) -> Any:
         """A proxy for ``ref`` (IOR string, corbaloc URL, IOR or proxy).
 
-        ``interface`` is the generated stub class (e.g. ``Stock.Quoter``);
-        without it the IOR's type id picks one.  No network traffic: use
-        :meth:`narrow` to have the server confirm the type.
+        ``interface`` is the generated stub class (e.g. ``Stock.Quoter``) or
+        a typed proxy class (``Stock_pyorb.Quoter``, written by
+        :func:`pyorb.stubs.write_stubs`), which gives a proxy of that static
+        type; without it the IOR's type id picks one.  No network traffic:
+        use :meth:`narrow` to have the server confirm the type.
         """
         if isinstance(ref, ObjectRef):
             ior = ref._ior
@@ -65,13 +74,18 @@ class Client:
             interface = interface_for(ior.type_id)
         return proxy_class(interface)(self, ior)
 
-    async def narrow(self, ref: str | IOR | ObjectRef, interface: type[T]) -> Any:
+    @overload
+    async def narrow(self, ref: str | IOR | ObjectRef, interface: ProxyClass[P]) -> P: ...
+    @overload
+    async def narrow(self, ref: str | IOR | ObjectRef, interface: type) -> Any: ...
+    async def narrow(self, ref: str | IOR | ObjectRef, interface: Any) -> Any:
         """Like :meth:`resolve`, but asks the server (``_is_a``) first.
 
         Raises CORBA.BAD_PARAM if the object does not implement ``interface``.
         """
-        obj = self.resolve(ref, interface)
-        if not await obj._is_a(interface._NP_RepositoryId):  # type: ignore[attr-defined]
+        obj: ObjectRef = self.resolve(ref, interface)
+        stub = getattr(interface, "_interface", None) or interface  # a proxy class names its stub class
+        if not await obj._is_a(getattr(stub, "_NP_RepositoryId")):
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         return obj
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import keyword
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generator, Generic, TypeVar, overload
 
 import omniORB
 from omniORB import CORBA
@@ -23,6 +23,8 @@ from pyorb.marshal import Operation, ensure_orb
 if TYPE_CHECKING:
     from pyorb.client.client import Client, Route
 
+T = TypeVar("T")
+P = TypeVar("P", bound="ObjectRef")
 _DEFAULT = object()
 IS_A = Operation("_is_a", (((18, 0),), (8,), None))
 NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
@@ -32,7 +34,7 @@ class ObjectRef:
     """A reference to a CORBA object, bound to the client that calls it."""
 
     __slots__ = ("_client", "_ior", "_route")
-    _interface: type | None = None
+    _interface: ClassVar[type | None] = None
 
     def __init__(self, client: Client, ior: IOR) -> None:
         self._client = client
@@ -55,8 +57,16 @@ class ObjectRef:
         """Ask the server whether the object is gone."""
         return self._invoke(NON_EXISTENT, (), timeout)
 
-    def _narrow(self, interface: type) -> Any:
-        """The same reference seen as ``interface`` (no remote check)."""
+    @overload
+    def _narrow(self, interface: Callable[[Client, IOR], P]) -> P: ...
+    @overload
+    def _narrow(self, interface: type) -> Any: ...
+    def _narrow(self, interface: Any) -> Any:
+        """The same reference seen as ``interface`` (no remote check).
+
+        ``interface`` is a generated stub class or a proxy class (such as a
+        typed one from a ``<Module>_pyorb`` companion).
+        """
         return proxy_class(interface)(self._client, self._ior)
 
     def _to_omni(self) -> Any:
@@ -94,18 +104,21 @@ class ExceptionHolder:
         raise self.exception
 
 
-class Poller:
-    """The polling form of a call (``sendp_<op>``): poll it or await it."""
+class Poller(Generic[T]):
+    """The polling form of a call (``sendp_<op>``): poll it or await it.
+
+    ``T`` is the type of the reply's value (typed stubs say it).
+    """
 
     __slots__ = ("_future",)
 
-    def __init__(self, future: asyncio.Future[Any]) -> None:
+    def __init__(self, future: asyncio.Future[T]) -> None:
         self._future = future
 
     def is_ready(self) -> bool:
         return self._future.done()
 
-    def result(self) -> Any:
+    def result(self) -> T:
         """The reply now: its value, or its exception raised.
 
         Raises CORBA.TIMEOUT if the reply has not arrived yet (a poll with a
@@ -115,7 +128,7 @@ class Poller:
             raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)
         return self._future.result()
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, T]:
         return self._future.__await__()
 
 
@@ -146,7 +159,7 @@ def _make_methods(op: Operation, attr: str) -> dict[str, Any]:
     def sendc(self: ObjectRef, handler: Any, *args: Any, timeout: Any = _DEFAULT) -> None:
         self._invoke(op, args, timeout).add_done_callback(_deliver_to_handler(handler, attr))
 
-    def sendp(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> Poller:
+    def sendp(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> Poller[Any]:
         return Poller(self._invoke(op, args, timeout))
 
     call.__name__ = attr
@@ -160,7 +173,13 @@ _proxy_classes: dict[type | None, type[ObjectRef]] = {None: ObjectRef}
 
 
 def proxy_class(interface: type | None) -> type[ObjectRef]:
-    """The proxy class for a generated stub class such as ``Stock.Quoter``."""
+    """The proxy class for a generated stub class such as ``Stock.Quoter``.
+
+    A proxy class (a subclass of :class:`ObjectRef`) is its own proxy class.
+    The proxy of a derived interface subclasses the proxies of its bases.
+    """
+    if isinstance(interface, type) and issubclass(interface, ObjectRef):
+        return interface
     cls = _proxy_classes.get(interface)
     if cls is None:
         assert interface is not None
@@ -170,9 +189,10 @@ def proxy_class(interface: type | None) -> type[ObjectRef]:
                 wire = name[3:]
                 attr = "_" + wire if keyword.iskeyword(wire) else wire
                 methods.update(_make_methods(Operation(wire, getattr(interface, name)), attr))
-        if not any(n.startswith("_d_") for n in dir(interface)):
+        if not _is_stub_class(interface):
             raise TypeError(f"{interface!r} is not a generated interface stub class")
-        cls = type(interface.__name__, (ObjectRef,), methods)
+        bases = tuple(proxy_class(b) for b in interface.__bases__ if _is_stub_class(b)) or (ObjectRef,)
+        cls = type(interface.__name__, bases, methods)
         cls.__qualname__ = f"{interface.__module__}.{interface.__name__} (pyorb proxy)"
         _proxy_classes[interface] = cls
     return cls
@@ -186,9 +206,13 @@ def interface_for(repo_id: str) -> type | None:
     name = objref_cls.__name__.removeprefix("_objref_")
     module = sys.modules.get(objref_cls.__module__)
     found = getattr(module, name, None)
-    if isinstance(found, type) and any(n.startswith("_d_") for n in dir(found)):
+    if isinstance(found, type) and _is_stub_class(found):
         return found
     return None
+
+
+def _is_stub_class(cls: type) -> bool:
+    return any(n.startswith("_d_") for n in dir(cls))
 
 
 def _to_omni(value: Any) -> Any:
