@@ -131,8 +131,8 @@ def serve(ns: argparse.Namespace) -> int:
     ref = ins.id_to_reference(key)
     print(orb.object_to_string(ref), flush=True)
     print(corbaloc_of(orb, ref, key), flush=True)
-    _wait_for_stop()
-    _shutdown(orb)
+    wait_for_stop()
+    shutdown(orb)
     return 0
 
 
@@ -147,7 +147,7 @@ def corbaloc_of(orb: Any, ref: Any, key: bytes) -> str:
     return to_corbaloc(profile.host, profile.port, key)
 
 
-def _wait_for_stop() -> None:
+def wait_for_stop() -> None:
     """Block until SIGTERM, SIGINT or stdin end of file."""
     stop = threading.Event()
 
@@ -171,7 +171,8 @@ def _wait_for_stop() -> None:
         pass
 
 
-def _shutdown(orb: Any) -> None:
+def shutdown(orb: Any) -> None:
+    """Shut the ORB down and destroy it, or end the process if that hangs."""
     killer = threading.Timer(SHUTDOWN_GRACE_S, os._exit, args=(3,))
     killer.daemon = True
     killer.start()

@@ -8,10 +8,12 @@ closes, so a test run that dies leaves nothing behind.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -57,7 +59,8 @@ class ServerProcess:
         self.argv = list(argv)
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=child_env()
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=child_env(),
+            start_new_session=True,
         )
         try:
             self.lines = _read_lines(self.proc, lines, timeout)
@@ -131,18 +134,31 @@ def _read_lines(proc: subprocess.Popen[bytes], count: int, timeout: float) -> li
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Close stdin, SIGTERM the process's own group, SIGKILL it after a grace period.
+
+    Children are started as group leaders (``start_new_session``), so the
+    group holds only the child and what it started (a wrapper's program).
+    The group is signalled only while its leader is unreaped, so its id
+    cannot belong to anyone else.
+    """
+    if proc.stdin is not None:
+        proc.stdin.close()
     if proc.poll() is None:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.terminate()
+        _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
-    for stream in (proc.stdin, proc.stdout):
-        if stream is not None:
-            stream.close()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def sink_process(delay: float, model: str | None = None, port: int = 0) -> ServerProcess:
@@ -219,12 +235,21 @@ def _call_outcome(done: subprocess.CompletedProcess[str], function: str) -> Any:
 
 
 def find_omninames() -> str:
-    """The ``omniNames`` program of the omniORBpy wheel: beside Python, else on PATH."""
-    here = shutil.which("omniNames", path=str(Path(sys.executable).parent))
-    found = here or shutil.which("omniNames")
+    """The ``omniNames`` program of the omniORBpy wheel.
+
+    The wheel's ``bin/omniNames`` is a Python script that runs the real
+    program as its child, so the real one (inside the ``jeteve_omniorb``
+    package) is preferred: stopping a wrapper would leave omniNames running.
+    """
+    spec = importlib.util.find_spec("jeteve_omniorb")  # located, not imported
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        binary = Path(folder) / "bin" / "omniNames"
+        if os.access(binary, os.X_OK):
+            return str(binary)
+    found = shutil.which("omniNames", path=str(Path(sys.executable).parent)) or shutil.which("omniNames")
     if found is None:
-        raise FileNotFoundError("omniNames not found next to the Python interpreter or on PATH "
-                                "(it comes with the jeteve-omniorb wheel)")
+        raise FileNotFoundError("omniNames not found in the jeteve_omniorb package, next to the Python "
+                                "interpreter or on PATH (it comes with the jeteve-omniorb wheel)")
     return found
 
 
@@ -279,7 +304,8 @@ def start_omninames(datadir: str | os.PathLike[str], timeout: float = STARTUP_TI
         argv = [program, "-start", str(port), "-always", "-datadir", str(run_dir),
                 "-ORBendPoint", f"giop:tcp:{LOOPBACK}:{port}"]
         with open(log, "wb") as out:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
         if _wait_listening(proc, port, timeout):
             return NameServer(port, proc, run_dir, log)
         _stop(proc)
