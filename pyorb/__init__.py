@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pyorb.config import Config as Config
     from pyorb.giop.errors import ProtocolError as ProtocolError
     from pyorb.idl import compile_idl as compile_idl, load_idl as load_idl
-    from pyorb.server.dispatch import EventLoopStrategy as EventLoopStrategy
+    from pyorb.server.strategies import EventLoopStrategy as EventLoopStrategy
     from pyorb.server.server import Server as Server
     from pyorb.server.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
 
@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Client": "pyorb.client.client",
     "Config": "pyorb.config",
-    "EventLoopStrategy": "pyorb.server.dispatch",
+    "EventLoopStrategy": "pyorb.server.strategies",
     "ExceptionHolder": "pyorb.client.proxy",
     "ObjectRef": "pyorb.client.proxy",
     "Poller": "pyorb.client.proxy",

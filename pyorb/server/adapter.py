@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, Mapping, NamedTuple
 
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
-from pyorb.server.servant import ServantInfo, servant_info
+from pyorb.server.dispatch import Strategy
+from pyorb.server.servant import OpEntry, ServantInfo, servant_info
+from pyorb.server.stats import Recorder
+from pyorb.server.strategies import StrategyRegistry
 
 # Operations every CORBA object answers, whatever its interface.
 IS_A = Operation("_is_a", (((18, 0),), (8,), None))
@@ -15,16 +18,53 @@ NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
 BUILTIN_NAMES = {"_is_a": IS_A, "_non_existent": NON_EXISTENT, "_not_existent": NON_EXISTENT}
 
 
-class ObjectAdapter:
-    """Maps object keys to servants.  Keys are bytes; ``str`` keys are UTF-8."""
+class Route(NamedTuple):
+    """Where one operation of one active servant goes."""
 
-    def __init__(self) -> None:
-        self._servants: dict[bytes, tuple[Any, ServantInfo]] = {}
+    entry: OpEntry
+    strategy: Strategy
+    stats: Recorder
+
+
+class Binding(NamedTuple):
+    """An active servant and, per operation, its strategy."""
+
+    servant: Any
+    info: ServantInfo
+    routes: dict[str, Route]
+
+
+class ObjectAdapter:
+    """Maps object keys to servants, and each of their operations to a strategy.
+
+    Keys are bytes; ``str`` keys are UTF-8.  The strategy of an operation is,
+    first found: the one named for it at activation, the servant's, the
+    adapter's default.
+    """
+
+    def __init__(self, strategy: str | Strategy = "reactive", registry: StrategyRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else StrategyRegistry()
+        self.default = self.registry.get(strategy)
+        self.op_stats: dict[str, Recorder] = {}
+        self._servants: dict[bytes, Binding] = {}
         self._forwards: dict[bytes, IOR] = {}
         self._counter = itertools.count(1)
 
-    def activate(self, servant: object, key: bytes | str | None = None) -> bytes:
-        """Serve ``servant`` under ``key`` (a fresh one if None); returns the key."""
+    def activate(
+        self,
+        servant: object,
+        key: bytes | str | None = None,
+        *,
+        strategy: str | Strategy | None = None,
+        operations: Mapping[str, str | Strategy] | None = None,
+    ) -> bytes:
+        """Serve ``servant`` under ``key`` (a fresh one if None); returns the key.
+
+        ``strategy`` overrides the adapter's default for this servant and
+        ``operations`` (operation name to strategy) for single operations.
+        Raises ValueError for an active key, a bad strategy spec or an
+        operation the servant's interface does not have.
+        """
         info = servant_info(servant)
         if key is None:
             key = f"{type(servant).__name__}/{next(self._counter)}".encode()
@@ -32,8 +72,30 @@ class ObjectAdapter:
             key = key.encode()
         if key in self._servants:
             raise ValueError(f"object key {key!r} is already active")
-        self._servants[key] = (servant, info)
+        self._servants[key] = Binding(servant, info, self._routes(info, strategy, operations or {}))
         return key
+
+    def _routes(
+        self, info: ServantInfo, strategy: str | Strategy | None, operations: Mapping[str, str | Strategy]
+    ) -> dict[str, Route]:
+        unknown = sorted(set(operations) - set(info.declared))
+        if unknown:
+            raise ValueError(f"{info.type_id} has no operation {', '.join(unknown)}")
+        default = self.default if strategy is None else self.registry.get(strategy)
+        routes = {}
+        for name, entry in info.ops.items():
+            spec = operations.get(name)
+            chosen = default if spec is None else self.registry.get(spec)
+            routes[name] = Route(entry, chosen, self._op_recorder(info, name))
+        return routes
+
+    def _op_recorder(self, info: ServantInfo, op: str) -> Recorder:
+        iface = info.type_id.split(":")[1].replace("/", "::") if info.type_id.count(":") >= 2 else info.type_id
+        name = f"{iface}.{op}"
+        recorder = self.op_stats.get(name)
+        if recorder is None:
+            recorder = self.op_stats[name] = Recorder(name)
+        return recorder
 
     def deactivate(self, key: bytes | str) -> None:
         if isinstance(key, str):
@@ -49,14 +111,14 @@ class ObjectAdapter:
     def forwarded(self, key: bytes) -> IOR | None:
         return self._forwards.get(key)
 
-    def lookup(self, key: bytes) -> tuple[Any, ServantInfo] | None:
+    def lookup(self, key: bytes) -> Binding | None:
         return self._servants.get(key)
 
     def type_id(self, key: bytes) -> str:
         entry = self._servants.get(key)
         if entry is None:
             raise KeyError(f"no servant is active under {key!r}")
-        return entry[1].type_id
+        return entry.info.type_id
 
     def __len__(self) -> int:
         return len(self._servants)

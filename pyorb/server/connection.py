@@ -27,7 +27,7 @@ from pyorb.giop.messages import (
     Request,
 )
 from pyorb.server.adapter import BUILTIN_NAMES, IS_A, ObjectAdapter
-from pyorb.server.dispatch import Call, Strategy
+from pyorb.server.dispatch import Call
 from pyorb.server.reply import ReplySink, encode_reply
 from pyorb.server.servant import ServantInfo, Style
 
@@ -52,13 +52,11 @@ class ServerConnection(GIOPProtocol):
         self,
         config: Config,
         adapter: ObjectAdapter,
-        strategy: Strategy,
         objref_converter: ObjrefConverter,
         on_closed: Callable[[ServerConnection], None],
     ) -> None:
         super().__init__(Role.SERVER, config)
         self.adapter = adapter
-        self.strategy = strategy
         self._convert = objref_converter
         self._on_closed = on_closed
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -86,11 +84,11 @@ class ServerConnection(GIOPProtocol):
         if found is None:
             self._not_here(req)
             return
-        servant, info = found
-        entry = info.ops.get(req.operation)
-        if entry is None:
-            self._builtin_or_missing(req, info)
+        route = found.routes.get(req.operation)
+        if route is None:
+            self._builtin_or_missing(req, found.info)
             return
+        entry = route.entry
         op = entry.op
         try:
             args = op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts)
@@ -100,8 +98,10 @@ class ServerConnection(GIOPProtocol):
             return
         if op.args.has_objrefs and entry.style is not Style.SYNC:
             args = op.args.convert_objrefs(args, self._convert)
-        call = Call(servant, entry, args, req.request_id, req.version, req.little_endian, req.response_expected, self)
-        task = self.strategy.dispatch(call)
+        strategy = route.strategy
+        call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian,
+                    req.response_expected, self, route.stats, strategy.stats)
+        task = strategy.dispatch(call)
         if task is not None and req.response_expected:
             rid = req.request_id
             self.tasks[rid] = task

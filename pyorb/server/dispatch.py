@@ -1,34 +1,37 @@
-"""Dispatch: running servant code for a decoded call and replying.
+"""Dispatch: one decoded call on its way to servant code, and the strategy interface.
 
 A strategy sees only a :class:`Call` (servant, operation, arguments and a
-reply sink).  It knows nothing of sockets or GIOP, so thread-based strategies
-can replace :class:`EventLoopStrategy` without touching the connection code.
+reply sink).  It knows nothing of sockets or GIOP; ``call.connection`` is an
+opaque key for per-connection strategies.  The strategies themselves live in
+:mod:`pyorb.server.strategies`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine, Protocol
+from time import perf_counter
+from typing import Any, Coroutine, Hashable, Protocol
 
 from omniORB import CORBA
 
 from pyorb.giop.messages import Version
 from pyorb.server.reply import Channel, ReplySink
 from pyorb.server.servant import OpEntry, ResponseHandler, Style
+from pyorb.server.stats import Recorder
 
 log = logging.getLogger(__name__)
 
 
 class Call(ReplySink):
-    """One decoded request on its way to servant code, and its way back.
+    """One request: the servant to run, and its own reply sink (one object per request).
 
-    It is its own reply sink (``result``/``exception``), so a request costs
-    one object.  ``connection`` identifies the client connection, for
-    per-connection strategies; strategies never touch it otherwise.
+    It records its wait (queued until servant code starts) and service time
+    (servant code start until the reply is decided) in the operation's and
+    the strategy's :class:`Recorder`.
     """
 
-    __slots__ = ("servant", "entry", "args", "connection")
+    __slots__ = ("servant", "entry", "args", "connection", "op_stats", "strategy_stats", "queued_at", "started_at")
 
     def __init__(
         self,
@@ -40,6 +43,8 @@ class Call(ReplySink):
         little_endian: bool,
         response_expected: bool,
         channel: Channel,
+        op_stats: Recorder,
+        strategy_stats: Recorder,
     ) -> None:
         # ReplySink's fields are set here directly: this runs for every request.
         self.request_id = request_id
@@ -53,14 +58,50 @@ class Call(ReplySink):
         self.servant = servant
         self.entry = entry
         self.args = args
-        self.connection = channel
+        self.connection: Hashable = channel  # type: ignore[assignment]  # connections hash by identity
+        self.op_stats = op_stats
+        self.strategy_stats = strategy_stats
+        self.queued_at = self.started_at = perf_counter()
+        op_stats.start()
+        strategy_stats.start()
+
+    def begin(self) -> None:
+        """Servant code starts now (the end of the queue wait)."""
+        self.started_at = perf_counter()
+
+    def cancelled(self) -> None:
+        """The client cancelled the request, or it was never run: no reply."""
+        if not self.done:
+            self.done = True
+            self._finished(False)
+        self._undelivered()
+
+    def _finished(self, failed: bool) -> None:
+        now = perf_counter()
+        wait, service = self.started_at - self.queued_at, now - self.started_at
+        self.op_stats.finish(wait, service, failed)
+        self.strategy_stats.finish(wait, service, failed)
+
+    def _undelivered(self) -> None:
+        self.op_stats.drop()
+        self.strategy_stats.drop()
 
 
 class Strategy(Protocol):
-    """Takes calls and makes sure each one is answered (``call.result`` or ``call.exception``)."""
+    """Takes calls and makes sure each one is answered (``call.result`` or ``call.exception``).
+
+    ``name`` is the registry spec it was made from (e.g. ``"thread_pool(8)"``);
+    ``stats`` is its recorder, whose ``queued``/``threads`` gauges it sets.
+    """
+
+    name: str
+    stats: Recorder
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
-        """Start ``call``; return the task running it, if it runs as one."""
+        """Start ``call``; return the task running it, if it runs as one on the loop."""
+
+    def connection_closed(self, connection: Hashable) -> None:
+        """A client connection is gone: release what was kept for it."""
 
     def close(self) -> None:
         """Release threads or other resources (the server is shutting down)."""
@@ -89,11 +130,26 @@ def run_sync(call: Call) -> None:
     call.result(result)
 
 
+def run_blocking(call: Call) -> None:
+    """Run a call's synchronous servant code (plain or AMH) in the current thread."""
+    call.begin()
+    if call.entry.style is Style.AMH:
+        coro = start_amh(call)
+        if coro is not None:  # a plain def that returned a coroutine: it needs the loop
+            call.channel.loop.call_soon_threadsafe(_create_task, call, _run_amh(call, coro))
+        return
+    run_sync(call)
+
+
+def _create_task(call: Call, coro: Coroutine[Any, Any, None]) -> None:
+    call.channel.loop.create_task(coro)
+
+
 async def _run_coroutine(call: Call, coro: Coroutine[Any, Any, Any]) -> None:
     try:
         result = await coro
     except asyncio.CancelledError:
-        call.done = True  # the client cancelled: it wants no reply
+        call.cancelled()  # the client cancelled: it wants no reply
         raise
     except Exception as exc:
         _fail(call, exc)
@@ -105,7 +161,7 @@ async def _run_amh(call: Call, coro: Coroutine[Any, Any, Any]) -> None:
     try:
         await coro
     except asyncio.CancelledError:
-        call.done = True  # the client cancelled: it wants no reply
+        call.cancelled()  # the client cancelled: it wants no reply
         raise
     except Exception as exc:
         _fail(call, exc)
@@ -124,29 +180,19 @@ def start_amh(call: Call) -> Coroutine[Any, Any, Any] | None:
     return outcome if asyncio.iscoroutine(outcome) else None
 
 
-class EventLoopStrategy:
-    """Everything on the event loop thread: coroutine and AMH handlers as
-    tasks, synchronous servant code inline (so it blocks the loop while it
-    runs: the reactive model).  Requests of one connection run concurrently.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-
-    def dispatch(self, call: Call) -> asyncio.Task[None] | None:
-        style = call.entry.style
-        if style is Style.SYNC:
-            run_sync(call)
+def run_on_loop(call: Call) -> asyncio.Task[None] | None:
+    """Run ``call`` on the event loop thread (the caller's): inline if its
+    code is synchronous, as a task if it is a coroutine or keeps running."""
+    style = call.entry.style
+    if style is Style.SYNC:
+        run_sync(call)
+        return None
+    if style is Style.COROUTINE:
+        try:
+            coro = getattr(call.servant, call.entry.attr)(*call.args)
+        except Exception as exc:
+            _fail(call, exc)
             return None
-        if style is Style.COROUTINE:
-            try:
-                coro = getattr(call.servant, call.entry.attr)(*call.args)
-            except Exception as exc:
-                _fail(call, exc)
-                return None
-            return self.loop.create_task(_run_coroutine(call, coro))
-        coro = start_amh(call)
-        return None if coro is None else self.loop.create_task(_run_amh(call, coro))
-
-    def close(self) -> None:
-        pass
+        return call.channel.loop.create_task(_run_coroutine(call, coro))
+    coro = start_amh(call)
+    return None if coro is None else call.channel.loop.create_task(_run_amh(call, coro))

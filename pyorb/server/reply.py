@@ -80,9 +80,11 @@ class ReplySink:
             raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
         self.done = True
         if not self.response_expected:
+            self._finished(False)
             return
         op = self.op
         le = self.little_endian
+        failed = False
         try:
             values = op.result_tuple(value)
             if self.version == GIOP_1_2:  # the common case, without a closure
@@ -93,14 +95,25 @@ class ReplySink:
         except CORBA.SystemException as exc:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
             data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
+            failed = True
+        self._finished(failed)
         self._deliver(data)
 
     def exception(self, exc: BaseException) -> None:
         """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
         self.claim()
+        declared = isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions
+        self._finished(not declared)
         if not self.response_expected:
             return
         self._deliver(self.exception_bytes(exc))
+
+    def _finished(self, failed: bool) -> None:
+        """The outcome is decided (``failed``: a system exception); for statistics."""
+
+    def _undelivered(self) -> None:
+        """The reply could not be handed to the connection (it is closed)."""
+        log.debug("reply %d dropped: connection closed", self.request_id)
 
     def exception_bytes(self, exc: BaseException) -> bytes:
         if isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions:
@@ -120,18 +133,15 @@ class ReplySink:
     def _deliver(self, data: bytes) -> None:
         channel = self.channel
         if get_ident() == channel.loop_thread:
-            if not channel.send(data):
-                log.debug("reply %d dropped: connection closed", self.request_id)
-            if self.on_sent is not None:
-                self.on_sent()
+            self._send(data)
             return
         try:
             channel.loop.call_soon_threadsafe(self._send, data)
         except RuntimeError:  # the loop is closed: the client is gone anyway
-            log.debug("reply %d dropped: event loop closed", self.request_id)
+            self._undelivered()
 
     def _send(self, data: bytes) -> None:
         if not self.channel.send(data):
-            log.debug("reply %d dropped: connection closed", self.request_id)
+            self._undelivered()
         if self.on_sent is not None:
             self.on_sent()

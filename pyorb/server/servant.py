@@ -46,6 +46,8 @@ class OpEntry:
     op: Operation
     attr: str
     style: Style
+    on_loop: bool
+    """The method is ``async def``: it runs as a task on the event loop whatever the strategy."""
 
 
 class ServantInfo:
@@ -61,8 +63,9 @@ class ServantInfo:
             method = getattr(cls, attr, None)
             if method is None:
                 continue  # not implemented: BAD_OPERATION / NO_IMPLEMENT at call time
-            style = Style.AMH if amh else Style.COROUTINE if inspect.iscoroutinefunction(method) else Style.SYNC
-            self.ops[name] = OpEntry(Operation(name, desc), attr, style)
+            is_async = inspect.iscoroutinefunction(method)
+            style = Style.AMH if amh else Style.COROUTINE if is_async else Style.SYNC
+            self.ops[name] = OpEntry(Operation(name, desc), attr, style, is_async)
         self.declared = frozenset(_op_descriptors(cls))
 
     def is_a(self, repo_id: str) -> bool:
@@ -128,7 +131,9 @@ class ResponseHandler:
         op = self._sink.op
         value = None if not values else values[0] if len(values) == 1 else values
         if len(values) != op.results.count:
-            self._sink.claim()
+            # The client must not wait forever for a reply that cannot be built.
+            log.error("AMH %s replied with %d values, its IDL has %d", op.name, len(values), op.results.count)
+            self._sink.exception(CORBA.BAD_PARAM(0, CORBA.COMPLETED_YES))
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         self._sink.result(value)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
 from pyorb.server.adapter import ObjectAdapter
 from pyorb.server.connection import ServerConnection
-from pyorb.server.dispatch import EventLoopStrategy, Strategy
+from pyorb.server.dispatch import Strategy
+from pyorb.server.stats import ServerStats
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,13 @@ class Server:
 
     ``async with Server(port=0) as server:`` starts it; ``server.activate``
     serves a servant and ``server.ior(key)`` / ``server.corbaloc(key)`` name it.
+    ``strategy`` is the default dispatch strategy, a registry spec such as
+    ``"reactive"`` (the default: synchronous servant code inline on the event
+    loop), ``"thread_pool(8)"`` or ``"thread_per_connection"`` (see
+    :mod:`pyorb.server.strategies`), or a strategy object; ``activate`` can
+    choose another per servant or per operation.  An unknown spec raises
+    ValueError here.
+
     Object references that arrive as arguments of coroutine and AMH servants
     pass through ``objref_converter`` (``Client.from_objref`` turns them into
     pyorb proxies); synchronous servants get omniORB references unchanged.
@@ -32,16 +40,15 @@ class Server:
         port: int = 0,
         *,
         config: Config = DEFAULT_CONFIG,
-        strategy: Strategy | None = None,
+        strategy: str | Strategy | None = None,
         objref_converter: Callable[[Any], Any] | None = None,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {port}")
         self.config = config
-        self.adapter = ObjectAdapter()
+        self.adapter = ObjectAdapter("reactive" if strategy is None else strategy)
         self._host = host
         self._port = port
-        self._strategy = strategy
         self._convert = objref_converter or (lambda ref: ref)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[ServerConnection] = set()
@@ -51,17 +58,18 @@ class Server:
         if self._server is not None:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
-        if self._strategy is None:
-            self._strategy = EventLoopStrategy()
         self._server = await loop.create_server(self._make_connection, self._host, self._port)
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("pyorb server listening on %s:%d", self._host, self._port)
 
     def _make_connection(self) -> ServerConnection:
-        assert self._strategy is not None
-        conn = ServerConnection(self.config, self.adapter, self._strategy, self._convert, self.connections.discard)
+        conn = ServerConnection(self.config, self.adapter, self._convert, self._connection_closed)
         self.connections.add(conn)
         return conn
+
+    def _connection_closed(self, conn: ServerConnection) -> None:
+        self.connections.discard(conn)
+        self.adapter.registry.connection_closed(conn)
 
     async def close(self) -> None:
         """Stop accepting and close every connection."""
@@ -74,8 +82,8 @@ class Server:
         await asyncio.gather(*(c.wait_closed() for c in conns))
         await self._server.wait_closed()
         self._server = None
-        if self._strategy is not None:
-            self._strategy.close()
+        # Joining dispatcher threads may wait for servant code: not on the loop.
+        await asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
 
     async def __aenter__(self) -> Server:
         await self.start()
@@ -95,9 +103,28 @@ class Server:
     def port(self) -> int:
         return self._port
 
-    def activate(self, servant: object, key: bytes | str | None = None) -> bytes:
-        """Serve ``servant`` under ``key``; returns the object key."""
-        return self.adapter.activate(servant, key)
+    def activate(
+        self,
+        servant: object,
+        key: bytes | str | None = None,
+        *,
+        strategy: str | Strategy | None = None,
+        operations: Mapping[str, str | Strategy] | None = None,
+    ) -> bytes:
+        """Serve ``servant`` under ``key``; returns the object key.
+
+        ``strategy`` overrides the server's default strategy for this servant,
+        ``operations`` maps single operation names to their own strategy.
+        """
+        return self.adapter.activate(servant, key, strategy=strategy, operations=operations)
+
+    def stats(self) -> ServerStats:
+        """A snapshot of dispatch statistics per strategy and per operation."""
+        return ServerStats(
+            tuple(s.stats.snapshot() for s in self.adapter.registry),
+            tuple(r.snapshot() for r in self.adapter.op_stats.values()),
+            len(self.connections),
+        )
 
     def deactivate(self, key: bytes | str) -> None:
         self.adapter.deactivate(key)

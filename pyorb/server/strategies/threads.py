@@ -1,0 +1,212 @@
+"""Strategies that run synchronous servant code on threads.
+
+Coroutine methods (``async def``, including async AMH methods) need the event
+loop, so every strategy runs them there as tasks; these strategies decide
+where *synchronous* servant code runs.  The event loop never waits for them:
+each reply goes back to its connection thread-safely (see ReplySink).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import deque
+from queue import SimpleQueue
+from typing import Hashable
+
+from pyorb.server.dispatch import Call, run_blocking, run_on_loop
+from pyorb.server.stats import Recorder
+
+log = logging.getLogger(__name__)
+
+JOIN_TIMEOUT = 5.0
+"""Seconds ``close`` waits for each dispatcher thread (servant code may be stuck)."""
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class _ThreadStrategy:
+    """Coroutines to the loop, synchronous code to ``_submit``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stats = Recorder(name)
+
+    def dispatch(self, call: Call) -> asyncio.Task[None] | None:
+        if call.entry.on_loop:
+            return run_on_loop(call)
+        self._submit(call)
+        return None
+
+    def _submit(self, call: Call) -> None:
+        raise NotImplementedError
+
+    def connection_closed(self, connection: Hashable) -> None:
+        pass
+
+    def _thread(self, target: object, *args: object, name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)  # type: ignore[arg-type]
+        thread.start()
+        return thread
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join(JOIN_TIMEOUT)
+            if thread.is_alive():
+                log.warning("dispatcher thread %s still busy in servant code at shutdown", thread.name)
+
+
+class ThreadPoolStrategy(_ThreadStrategy):
+    """``thread_pool(n)``: one FIFO queue served by ``n`` dispatcher threads.
+
+    Guarantees: at most ``n`` calls in servant code at once; calls start in
+    arrival order (server-wide FIFO); no ordering between the calls of one
+    connection beyond that, so they may overlap.  Threads start with the
+    first call.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.size = _positive("thread_pool size", n)
+        super().__init__(f"thread_pool({n})")
+        self._queue: SimpleQueue[Call | None] = SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self.stats.queued = self._queue.qsize
+        self.stats.threads = lambda: sum(t.is_alive() for t in self._threads)
+
+    def _submit(self, call: Call) -> None:
+        if not self._threads:
+            self._threads = [self._thread(self._work, name=f"pyorb-pool-{i}") for i in range(self.size)]
+        self._queue.put(call)
+
+    def _work(self) -> None:
+        get = self._queue.get
+        while (call := get()) is not None:
+            run_blocking(call)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        _join(self._threads)
+
+
+class ThreadPerRequestStrategy(_ThreadStrategy):
+    """``thread_per_request`` or ``thread_per_request(max)``: a new thread per call.
+
+    Guarantees: calls of one connection overlap; with ``max``, at most that
+    many threads exist and further calls wait in a FIFO queue, each started
+    on a new thread when one ends.
+    """
+
+    def __init__(self, max_threads: int | None = None) -> None:
+        self.max_threads = None if max_threads is None else _positive("thread_per_request max", max_threads)
+        super().__init__("thread_per_request" if max_threads is None else f"thread_per_request({max_threads})")
+        self._lock = threading.Lock()
+        self._waiting: deque[Call] = deque()
+        self._active: set[threading.Thread] = set()
+        self._count = itertools.count(1)
+        self.stats.queued = lambda: len(self._waiting)
+        self.stats.threads = lambda: len(self._active)
+
+    def _submit(self, call: Call) -> None:
+        with self._lock:
+            if self.max_threads is not None and len(self._active) >= self.max_threads:
+                self._waiting.append(call)
+                return
+            self._spawn(call)
+
+    def _spawn(self, call: Call) -> None:  # holds the lock
+        thread = threading.Thread(target=self._run, args=(call,), name=f"pyorb-request-{next(self._count)}",
+                                  daemon=True)
+        self._active.add(thread)
+        thread.start()
+
+    def _run(self, call: Call) -> None:
+        run_blocking(call)
+        with self._lock:
+            self._active.discard(threading.current_thread())
+            if self._waiting:
+                self._spawn(self._waiting.popleft())
+
+    def close(self) -> None:
+        with self._lock:
+            waiting, self._waiting = list(self._waiting), deque()
+            threads = list(self._active)
+        for call in waiting:
+            call.cancelled()
+        _join(threads)
+
+
+class _ConnectionWorker:
+    __slots__ = ("queue", "thread")
+
+    def __init__(self, queue: SimpleQueue[Call | None], thread: threading.Thread) -> None:
+        self.queue = queue
+        self.thread = thread
+
+
+class ThreadPerConnectionStrategy(_ThreadStrategy):
+    """``thread_per_connection``: one dispatcher thread per client connection.
+
+    Guarantees: the calls of one connection run one at a time in arrival
+    order; calls of different connections run concurrently.  The thread
+    starts with the connection's first call and ends, after finishing the
+    calls already queued, when the connection closes.
+    """
+
+    def __init__(self, name: str = "thread_per_connection", lock: threading.Lock | None = None) -> None:
+        super().__init__(name)
+        self._lock = lock
+        self._workers: dict[Hashable, _ConnectionWorker] = {}
+        self._retired: list[threading.Thread] = []
+        self.stats.queued = lambda: sum(w.queue.qsize() for w in list(self._workers.values()))
+        self.stats.threads = lambda: sum(w.thread.is_alive() for w in list(self._workers.values()))
+
+    def _submit(self, call: Call) -> None:
+        worker = self._workers.get(call.connection)
+        if worker is None:
+            queue: SimpleQueue[Call | None] = SimpleQueue()
+            thread = self._thread(self._work, queue, name="pyorb-connection")
+            worker = self._workers[call.connection] = _ConnectionWorker(queue, thread)
+        worker.queue.put(call)
+
+    def _work(self, queue: SimpleQueue[Call | None]) -> None:
+        lock = self._lock
+        while (call := queue.get()) is not None:
+            if lock is None:
+                run_blocking(call)
+            else:
+                with lock:
+                    run_blocking(call)
+
+    def connection_closed(self, connection: Hashable) -> None:
+        worker = self._workers.pop(connection, None)
+        if worker is not None:
+            worker.queue.put(None)
+            self._retired = [t for t in self._retired if t.is_alive()]
+            self._retired.append(worker.thread)
+
+    def close(self) -> None:
+        for connection in list(self._workers):
+            self.connection_closed(connection)
+        _join(self._retired)
+
+
+class ThreadedStrategy(ThreadPerConnectionStrategy):
+    """``threaded``: ORB-wide serialization (ORBacus 'threaded').
+
+    A dispatcher thread per connection as in ``thread_per_connection``, but
+    one lock held around servant code: at most one call of all the servants
+    that use this strategy is in user code at a time.  Calls of one
+    connection keep their arrival order.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("threaded", threading.Lock())
