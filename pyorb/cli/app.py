@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -32,7 +33,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False, soft_wrap=True)
+# Tables piped to a file or another program are not cut down to 80 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 _show_traceback = False
 
 IdlOption = typer.Option(..., "--idl", help="IDL file defining the interface (repeatable).", exists=True,
@@ -112,15 +114,18 @@ def _snapshot(directory: Path) -> dict[Path, int]:
 
 @app.command("ior")
 def ior_cmd(
-    ref: str = typer.Argument(..., help="IOR:..., corbaloc:... or @FILE holding one."),
+    ref: str = typer.Argument(..., help="IOR:..., corbaloc:..., corbaname:... or @FILE holding one."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Seconds to wait for a naming service."),
 ) -> None:
-    """Decode an IOR or corbaloc URL: type id, profiles, host, port, key, code sets."""
-    from pyorb.cli import iorview
-    from pyorb.giop.ior import parse_reference
+    """Decode an IOR or corbaloc URL: type id, profiles, host, port, key, code sets.
 
-    text = _reference_text(ref)
-    ior = parse_reference(text)
+    A corbaname URL is first resolved through its naming service.
+    """
+    from pyorb.cli import call, iorview
+
+    text = call.reference(_reference_text(ref), timeout)
+    ior = pyorb_ior(text)
     if as_json:
         out.print_json(json.dumps(iorview.describe(ior)))
     else:
@@ -138,7 +143,7 @@ def _reference_text(ref: str) -> str:
 
 @app.command("call")
 def call_cmd(
-    ref: str = typer.Argument(..., help="IOR:..., corbaloc:... or @FILE holding one."),
+    ref: str = typer.Argument(..., help="IOR:..., corbaloc:..., corbaname:... or @FILE holding one."),
     operation: str = typer.Argument(..., help="Operation name (attributes: _get_NAME / _set_NAME)."),
     args: Optional[list[str]] = typer.Argument(None, help="Arguments, parsed by their IDL types."),
     idl: list[Path] = IdlOption,
@@ -157,16 +162,22 @@ def call_cmd(
     """
     from pyorb.cli import call
 
-    text = _reference_text(ref)
+    text = call.reference(_reference_text(ref), timeout)
     ior = pyorb_ior(text)
     call.load(idl, include)
     iface = call.find_interface(ior, interface, idl)
-    ops = call.operations(iface, idl, include)
-    op = ops.get(operation)
-    if op is None:
+    ops = call.operations(iface)
+    if operation not in ops:
         raise call.CallError(f"{_iface_name(iface)} has no operation {operation!r} "
                              f"(operations: {', '.join(ops)})")
-    values = call.parse_args(op, args or [])
+    op = ops[operation]
+    try:
+        values = call.parse_args(op, args or [])
+    except call.CallError:  # say it again with the parameter names
+        op = call.named(ops, iface, idl, include)[operation]
+        values = call.parse_args(op, args or [])
+    if len(op.out_types or ()) > 1:  # results are labelled by parameter name
+        op = call.named(ops, iface, idl, include)[operation]
     result = call.run(text, iface, op, values, timeout)
     _print_results(op, call.results(op, result), as_json)
 
@@ -215,7 +226,7 @@ def ops_cmd(
     table = Table(title=_iface_name(iface), title_justify="left")
     table.add_column("operation")
     table.add_column("signature")
-    for name, op in call.operations(iface, idl, include).items():
+    for name, op in call.named(call.operations(iface), iface, idl, include).items():
         table.add_row(name, op.signature())
     out.print(table)
 

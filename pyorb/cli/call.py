@@ -2,7 +2,7 @@
 
 The interface comes from the reference's type id (or ``--interface``), the
 operation's descriptor from the generated stub class, parameter names from
-:mod:`pyorb.cli.idlsig`, and each argument is parsed by :mod:`pyorb.cli.values`.
+omniidl's front end (:func:`pyorb.stubs.read_modules`), and each argument is parsed by :mod:`pyorb.cli.values`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ import asyncio
 import importlib
 import keyword
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from omniORB import CORBA
 
-from pyorb.cli.idlsig import OpSignature, signatures
 from pyorb.cli.values import ArgumentError, from_text, to_json, type_name
 from pyorb.config import Config
 from pyorb.giop.ior import IOR, parse_reference
@@ -28,6 +27,29 @@ log = logging.getLogger(__name__)
 
 class CallError(Exception):
     """A call that failed in a way the user should read as one line."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: ``direction`` is "in", "out" or "inout"."""
+
+    direction: str
+    name: str
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    """What the generated stubs do not keep: parameter names and directions."""
+
+    params: tuple[Param, ...]
+
+    @property
+    def in_names(self) -> list[str]:
+        return [p.name for p in self.params if p.direction != "out"]
+
+    @property
+    def out_names(self) -> list[str]:
+        return [p.name for p in self.params if p.direction != "in"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +69,7 @@ class OpInfo:
     @property
     def attr(self) -> str:
         """The proxy method's name (keywords get a leading underscore)."""
-        return "_" + self.name if keyword.iskeyword(self.name) else self.name
+        return _py_name(self.name)
 
     def result_names(self) -> list[str]:
         """Names for the return value (if not void) and each out/inout parameter."""
@@ -84,6 +106,10 @@ class OpInfo:
                 next(out_params)
             shown.append(f"{p.direction} {type_name(t)} {p.name}")
         return shown
+
+
+def _py_name(name: str) -> str:
+    return "_" + name if keyword.iskeyword(name) else name
 
 
 # -- finding the interface and its operations ------------------------------------
@@ -137,31 +163,45 @@ def _lookup(parts: list[str]) -> Any:
     return obj if isinstance(obj, type) else None
 
 
-def operations(interface: type, idl_files: Sequence[Path], include_dirs: Sequence[Path]) -> dict[str, OpInfo]:
-    """Every operation of ``interface`` (inherited ones too), by wire name."""
-    sigs = _signatures_for(interface, idl_files, include_dirs)
+def operations(interface: type) -> dict[str, OpInfo]:
+    """Every operation of ``interface`` (inherited ones too), by wire name.
+
+    Parameter names are left out (:func:`named` adds them): finding them
+    runs omniidl again, which only error messages and listings need.
+    """
     ops = {}
     for attr in sorted(dir(interface)):
         if attr.startswith("_d_"):
             name = attr[3:]
             in_types, out_types, excs = getattr(interface, attr)[:3]
             out = None if out_types is None else tuple(out_types)
-            ops[name] = OpInfo(name, tuple(in_types), out, tuple(sorted(excs or {})), sigs.get(name))
+            ops[name] = OpInfo(name, tuple(in_types), out, tuple(sorted(excs or {})), None)
     return ops
 
 
+def named(ops: dict[str, OpInfo], interface: type, idl_files: Sequence[Path],
+          include_dirs: Sequence[Path]) -> dict[str, OpInfo]:
+    """``ops`` with their parameter names and directions, where omniidl gives them."""
+    sigs = _signatures_for(interface, idl_files, include_dirs)
+    return {name: replace(op, sig=sigs.get(op.attr)) for name, op in ops.items()}
+
+
 def _signatures_for(interface: type, idl_files: Sequence[Path], include_dirs: Sequence[Path]) -> dict[str, OpSignature]:
-    found: dict[str, OpSignature] = {}
-    repo_ids = [k.__dict__["_NP_RepositoryId"] for k in reversed(interface.__mro__) if "_NP_RepositoryId" in k.__dict__]
-    for path in idl_files:
-        try:
-            by_iface = signatures(path, include_dirs)
-        except (ImportError, OSError) as exc:  # names are a nicety: types alone still work
-            log.warning("no parameter names for %s: %s", path, exc)
-            continue
-        for rid in repo_ids:
-            found.update(by_iface.get(rid, {}))
-    return found
+    """Parameter names by (Python) operation name; empty if omniidl cannot say."""
+    from pyorb.stubs import read_modules
+
+    try:
+        modules = read_modules(idl_files, include_dirs)
+    except (ValueError, OSError) as exc:  # names are a nicety: the types alone still work
+        log.warning("no parameter names: %s", exc)
+        return {}
+    repo_id = getattr(interface, "_NP_RepositoryId", None)
+    for entry in modules.values():
+        for decl in entry["decls"]:
+            if decl["kind"] == "interface" and decl["repo_id"] == repo_id:
+                return {op["name"]: OpSignature(tuple(Param(d, n) for n, d, _ in op["params"]))
+                        for op in decl["all_ops"]}
+    return {}
 
 
 # -- calling ---------------------------------------------------------------------
@@ -183,12 +223,36 @@ def parse_args(op: OpInfo, texts: Sequence[str]) -> tuple[Any, ...]:
     return tuple(values)
 
 
+def _config(timeout: float) -> Config:
+    return Config(call_timeout=timeout, connect_timeout=min(timeout, Config.connect_timeout))
+
+
+def reference(text: str, timeout: float) -> str:
+    """``text`` if it is an IOR or corbaloc URL; a corbaname URL resolved to an IOR."""
+    if text.strip()[:10].lower() != "corbaname:":
+        parse_reference(text)  # a malformed reference fails here, before any IDL is loaded
+        return text
+    try:
+        return asyncio.run(_resolve_corbaname(text, timeout))
+    except CORBA.UserException as exc:
+        raise CallError(f"{exc._NP_RepositoryId} raised by the naming service resolving {text}") from None
+    except CORBA.SystemException as exc:
+        raise CallError(f"{system_exception_line(exc)}: cannot resolve {text}") from None
+
+
+async def _resolve_corbaname(url: str, timeout: float) -> str:
+    from pyorb.client.client import Client
+    from pyorb.naming import resolve_corbaname
+
+    async with Client(_config(timeout)) as client:
+        return str(await resolve_corbaname(client, url))
+
+
 async def invoke(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float) -> Any:
     """Call ``op`` on ``ref`` and return its result (exceptions propagate)."""
     from pyorb.client.client import Client
 
-    config = Config(call_timeout=timeout, connect_timeout=min(timeout, Config.connect_timeout))
-    async with Client(config) as client:
+    async with Client(_config(timeout)) as client:
         proxy = client.resolve(ref, interface)
         return await getattr(proxy, op.attr)(*args)
 

@@ -39,7 +39,12 @@ def servant_class(target: str) -> type:
         raise ValueError(f"expected MODULE:Servant, got {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise
+        raise ImportError(f"{exc} (importing {module_name}; if it is an IDL module, load its IDL with --idl)") from exc
     obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)
