@@ -370,6 +370,9 @@ class CompanionModule(Stub):
 
     def render(self, decls: list[Model]) -> str:
         poa = _sibling(self.module, "__POA")
+        typed = CompanionStub(self.module)  # the handler protocols are the stub's, verbatim
+        self.here = typed.here
+        self.imports = typed.imports
         self.imports.update((self.module, poa))
         body: list[str] = []
         for d in _interfaces(decls):
@@ -379,13 +382,12 @@ class CompanionModule(Stub):
                 f"AMH_{name} = typed_skeleton({servant})",
                 f"AMH_{name}ResponseHandler = response_handler_class({servant})",
                 "",
-                f"class AMI_{name}Handler(Protocol):",
-                f'    """What a handler passed to {name}.sendc_<op> implements (see the stub)."""',
-                "",
+                *typed.ami_handler(d),
             ]
         doc = f'"""pyorb\'s typed companion of IDL module {self.module}: proxies, AMH skeletons, handlers."""\n'
         imports = (
-            "from typing import Protocol\n\nfrom pyorb.client.proxy import proxy_class\n"
+            "from __future__ import annotations\n\nfrom typing import Any, Protocol\n\n"
+            "from pyorb.client.proxy import ExceptionHolder, ObjectRef, proxy_class\n"
             "from pyorb.server.servant import response_handler_class\nfrom pyorb.typed import typed_skeleton\n"
         )
         return self.file(doc + imports, body)

@@ -22,8 +22,17 @@ if TYPE_CHECKING:
 
         _NP_RepositoryId: ClassVar[str]
 
+    class SystemException(Exception):
+        """The base of CORBA's standard exceptions (``CORBA.SystemException`` at run time)."""
+
+        _NP_RepositoryId: ClassVar[str]
+        minor: int
+        completed: Any
+
 else:
+    # omniORB has no type information: typed code names these instead.
     UserException = CORBA.UserException
+    SystemException = CORBA.SystemException
 
 
 def _not_implemented(self: object, rh: ResponseHandler, *args: Any) -> None:

@@ -1,0 +1,347 @@
+"""Typed stubs: generated for real IDL, used for real, and checked by mypy.
+
+The user program below is both type-checked (mypy --strict, in a
+subprocess, against the generated stubs) and run (in a subprocess whose
+only IDL modules are the ones omniidl and pyorb.stubs wrote), so the stubs
+cannot drift from what the program does at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+from typing import Any, AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+from omniORB import CORBA
+
+import pyorb
+from pyorb.stubs import read_modules, write_stubs
+
+REPO = Path(__file__).resolve().parent.parent
+IDL_DIR = REPO / "idl"
+IDLS = [IDL_DIR / "stock.idl", IDL_DIR / "bench.idl", IDL_DIR / "interop.idl"]
+MODULES = ["Stock", "Bench", "Interop"]
+
+USER_PROGRAM = '''
+"""A user of the typed stubs: an AMH server and a client in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pyorb
+import Interop
+import Stock
+from pyorb.typed import SystemException
+from Bench_pyorb import AMH_Echo, AMH_EchoResponseHandler, Echo
+from Interop_pyorb import AMH_Types, AMH_TypesResponseHandler, Types
+from Stock_pyorb import AMH_Quoter, AMH_QuoterResponseHandler, Quoter
+
+
+class Quotes(AMH_Quoter):
+    async def get_quote(self, rh: AMH_QuoterResponseHandler, name: str) -> None:
+        if name.isupper():
+            rh.get_quote(len(name) * 100)
+        else:
+            rh.get_quote_excep(Stock.Invalid_Stock_Symbol())
+
+
+class Echoes(AMH_Echo):
+    def ping(self, rh: AMH_EchoResponseHandler, stamp: int) -> None:
+        rh.ping(stamp + 1)
+
+
+class TypesServant(AMH_Types):
+    def directions(self, rh: AMH_TypesResponseHandler, a: int, b: int) -> None:
+        rh.directions(a + b, b + 1, 2 * a)
+
+    def echo_point(self, rh: AMH_TypesResponseHandler, p: Interop.Point) -> None:
+        rh.echo_point(Interop.Point(p.x * 2, p.y, p.label.upper()))
+
+    def echo_color(self, rh: AMH_TypesResponseHandler, c: Interop.Color) -> None:
+        rh.echo_color(Interop.Color._item((c._v + 1) % 3))
+
+    def echo_blob(self, rh: AMH_TypesResponseHandler, blob: bytes) -> None:
+        rh.echo_blob(blob[::-1])
+
+
+class QuoteHandler:
+    """Follows the AMI_QuoterHandler protocol without naming it."""
+
+    def __init__(self) -> None:
+        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def get_quote(self, value: int) -> None:
+        self.done.set_result(value)
+
+    def get_quote_excep(self, holder: pyorb.ExceptionHolder) -> None:
+        self.done.set_exception(holder.exception)
+
+
+async def main() -> None:
+    out: dict[str, object] = {}
+    async with pyorb.Server() as server, pyorb.Client() as client:
+        quoter_ior = server.ior(server.activate(Quotes()))
+        quoter = await client.narrow(quoter_ior, Quoter)
+        price: int = await quoter.get_quote("ACME", timeout=5.0)
+        out["price"] = price
+        try:
+            await quoter.get_quote("acme")
+        except Stock.Invalid_Stock_Symbol:
+            out["invalid"] = True
+        polled: int = await quoter.sendp_get_quote("AB")
+        out["polled"] = polled
+        handler = QuoteHandler()
+        quoter.sendc_get_quote(handler, "ABC")
+        out["callback"] = await handler.done
+
+        echo = client.resolve(server.ior(server.activate(Echoes())), Echo)
+        out["ping"] = await echo.ping(41)
+
+        types = client.resolve(server.ior(server.activate(TypesServant())), Types)
+        total, b, doubled = await types.directions(3, 4)
+        out["directions"] = [total, b, doubled]
+        point = await types.echo_point(Interop.Point(1.5, 2.0, "p"))
+        out["point"] = [point.x, point.y, point.label]
+        color = await types.echo_color(Interop.green)
+        out["color"] = color._n
+        out["blob"] = (await types.echo_blob(b"abc")).decode()
+        try:
+            await types.echo_long(1)  # not overridden by the servant
+        except SystemException as exc:
+            out["unimplemented"] = type(exc).__name__
+    print(json.dumps(out))
+
+
+asyncio.run(main())
+'''
+
+# Each deliberate mistake, with the line it is on and what mypy must say.
+BAD_PROGRAM = '''
+from __future__ import annotations
+
+import pyorb
+from Stock_pyorb import AMH_Quoter, AMH_QuoterResponseHandler, Quoter
+
+
+class Quotes(AMH_Quoter):
+    def get_quote(self, rh: AMH_QuoterResponseHandler, name: str) -> None:
+        rh.get_quote("not an int")
+
+
+async def use(client: pyorb.Client, ior: str) -> str:
+    quoter = client.resolve(ior, Quoter)
+    x: str = await quoter.get_quote("A")
+    return x
+'''
+BAD_ERRORS = [
+    'bad.py:10: error: Argument 1 to "get_quote" of "AMH_QuoterResponseHandler" has incompatible type "str"; '
+    'expected "int"  [arg-type]',
+    'bad.py:15: error: Incompatible types in assignment (expression has type "int", variable has type "str")  '
+    "[assignment]",
+]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """omniidl's modules and pyorb's stubs for the three IDL files, in one directory."""
+    out = tmp_path_factory.mktemp("stubs")
+    for idl in IDLS:
+        pyorb.compile_idl(idl, out, [str(IDL_DIR)])
+    return out, write_stubs(IDLS, out, [IDL_DIR])
+
+
+def test_writes_stubs_and_companions_for_each_module(generated: tuple[Path, list[Path]]) -> None:
+    out, written = generated
+    expected = {
+        Path(out, pkg, name)
+        for module in MODULES
+        for pkg, name in [
+            (module, "__init__.pyi"),
+            (module + "__POA", "__init__.pyi"),
+            (module + "_pyorb", "__init__.py"),
+            (module + "_pyorb", "__init__.pyi"),
+        ]
+    }
+    assert set(written) == expected
+    assert all(p.read_text().startswith("# Generated by pyorb.stubs") for p in written)
+
+
+def test_signatures_follow_the_idl(generated: tuple[Path, list[Path]]) -> None:
+    out, _ = generated
+    stub = (out / "Interop_pyorb" / "__init__.pyi").read_text()
+    # inout b is an argument and a result; out doubled only a result.
+    assert "def directions(self, a: int, b: int, /, *, timeout: float | None = ...) -> " \
+        "asyncio.Future[tuple[int, int, int]]: ..." in stub
+    assert "def directions(self, result: int, b: int, doubled: int, /) -> None: ..." in stub
+    # A oneway call has no callback or polling form; object references are proxies.
+    assert "def fire(self, v: str, /, *, timeout: float | None = ...) -> asyncio.Future[None]: ..." in stub
+    assert "sendc_fire" not in stub
+    assert "-> asyncio.Future[list[Node | None]]" in stub
+    types = (out / "Interop" / "__init__.pyi").read_text()
+    for line in ["Blob: TypeAlias = bytes", "Matrix: TypeAlias = list[list[int]]", "red: Final[Color]",
+                 "def __init__(self, code: int, why: str, details: LongSeq) -> None: ...",
+                 "class Failure(UserException):"]:
+        assert line in types
+
+
+def test_bad_idl_and_missing_files_are_clear_errors(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.idl"
+    broken.write_text("module M { interface I { void op(in nosuchtype x); }; };\n")
+    with pytest.raises(ValueError, match="nosuchtype"):
+        write_stubs([broken], tmp_path)
+    with pytest.raises(FileNotFoundError, match="missing.idl"):
+        write_stubs([tmp_path / "missing.idl"], tmp_path)
+    assert write_stubs([], tmp_path) == []
+
+
+def test_nested_modules_keywords_attributes_and_inheritance(tmp_path: Path) -> None:
+    idl = tmp_path / "nested.idl"
+    idl.write_text(textwrap.dedent("""
+        module Outer { module Inner {
+          interface Base { attribute long count; readonly attribute string label; };
+          interface Derived : Base { void from (in long lambda); };
+        }; };
+        interface Top { void t(); };
+    """))
+    modules = read_modules([idl])
+    assert list(modules) == ["_GlobalIDL", "Outer", "Outer.Inner"]
+    written = write_stubs([idl], tmp_path)
+    assert tmp_path / "Outer_pyorb" / "Inner" / "__init__.pyi" in written
+    stub = (tmp_path / "Outer_pyorb" / "Inner" / "__init__.pyi").read_text()
+    assert "class Derived(Base):" in stub
+    assert "def _from(self, _lambda: int, /, *, timeout: float | None = ...)" in stub
+    assert "def _set_count(self, value: int, /, *, timeout" in stub
+    assert "_set_label" not in stub
+    # The skeleton of a derived interface has every operation, inherited ones too.
+    skeleton = stub[stub.index("class AMH_Derived("):]
+    assert "def _get_count(self, rh: AMH_DerivedResponseHandler, /)" in skeleton
+
+
+# -- the stubs match the run time ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def companions(generated: tuple[Path, list[Path]]) -> Iterator[dict[str, ModuleType]]:
+    """The companion modules, built on the IDL modules this process already uses."""
+    out, _ = generated
+    for idl in IDLS:
+        pyorb.load_idl(idl)  # the same classes the rest of the suite uses
+    sys.path.insert(0, str(out))
+    try:
+        yield {m: importlib.import_module(m + "_pyorb") for m in MODULES}
+    finally:
+        sys.path.remove(str(out))
+
+
+def _declared(stub: Path) -> Iterator[tuple[list[str], bool]]:
+    """Each name a stub declares: (dotted path, whether it must be a class attribute)."""
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef):
+            yield [node.name], True
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    yield [node.name, item.name], True
+                elif isinstance(item, ast.AnnAssign) and "ClassVar" in ast.unparse(item.annotation):
+                    yield [node.name, ast.unparse(item.target)], True
+        elif isinstance(node, ast.AnnAssign):
+            yield [ast.unparse(node.target)], True
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_name_a_stub_declares_exists_at_run_time(
+    generated: tuple[Path, list[Path]], companions: dict[str, ModuleType], module: str
+) -> None:
+    out, _ = generated
+    stubs = {
+        companions[module]: out / (module + "_pyorb") / "__init__.pyi",
+        importlib.import_module(module): out / module / "__init__.pyi",
+        importlib.import_module(module + "__POA"): out / (module + "__POA") / "__init__.pyi",
+    }
+    for runtime, stub in stubs.items():
+        checked = 0
+        for path, _ in _declared(stub):
+            obj: Any = runtime
+            for part in path:
+                assert hasattr(obj, part), f"{stub.name}: {'.'.join(path)} missing at run time in {runtime.__name__}"
+                obj = getattr(obj, part)
+            checked += 1
+        assert checked > 0
+
+
+@pytest_asyncio.fixture
+async def typed_server(companions: dict[str, ModuleType]) -> AsyncIterator[tuple[pyorb.Server, pyorb.Client]]:
+    async with pyorb.Server() as server, pyorb.Client() as client:
+        yield server, client
+
+
+@pytest.mark.asyncio
+async def test_typed_proxy_and_skeleton_over_the_wire(
+    companions: dict[str, ModuleType], typed_server: tuple[pyorb.Server, pyorb.Client]
+) -> None:
+    stock = companions["Stock"]
+    server, client = typed_server
+
+    class Quotes(stock.AMH_Quoter):
+        async def get_quote(self, rh: Any, name: str) -> None:
+            assert isinstance(rh, stock.AMH_QuoterResponseHandler)
+            await asyncio.sleep(0)
+            rh.get_quote(len(name))
+
+    ior = server.ior(server.activate(Quotes()))
+    quoter = client.resolve(ior, stock.Quoter)
+    assert type(quoter) is stock.Quoter
+    assert isinstance(client.resolve(ior), stock.Quoter)  # the IOR's type id finds the same class
+    assert await quoter.get_quote("ABCD") == 4
+    assert await (await client.narrow(ior, stock.Quoter)).sendp_get_quote("AB") == 2
+
+
+@pytest.mark.asyncio
+async def test_an_operation_the_typed_skeleton_leaves_out_replies_no_implement(
+    companions: dict[str, ModuleType], typed_server: tuple[pyorb.Server, pyorb.Client]
+) -> None:
+    stock = companions["Stock"]
+    server, client = typed_server
+    quoter = client.resolve(server.ior(server.activate(stock.AMH_Quoter())), stock.Quoter)
+    with pytest.raises(CORBA.NO_IMPLEMENT):
+        await quoter.get_quote("A")
+
+
+# -- mypy and the program, in subprocesses --------------------------------------
+
+
+def test_user_program_type_checks_and_runs(generated: tuple[Path, list[Path]], tmp_path: Path,
+                                           request: pytest.FixtureRequest) -> None:
+    out, _ = generated
+    (tmp_path / "good.py").write_text(USER_PROGRAM)
+    (tmp_path / "bad.py").write_text(BAD_PROGRAM)
+    (tmp_path / "mypy.ini").write_text("[mypy]\nstrict = True\n")
+    cache = request.config.cache.mkdir("mypy_stubs") if request.config.cache else tmp_path / ".mypy_cache"
+    env = {**os.environ, "MYPYPATH": str(out), "PYTHONPATH": str(out)}
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", str(cache),
+         "--no-error-summary", "good.py", "bad.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env, check=False,
+    )
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines() == BAD_ERRORS, checked.stdout
+
+    ran = subprocess.run([sys.executable, "good.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60, env=env, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {
+        "price": 400, "invalid": True, "polled": 200, "callback": 300, "ping": 42,
+        "directions": [7, 5, 6], "point": [3.0, 2.0, "P"], "color": "blue", "blob": "cba",
+        "unimplemented": "NO_IMPLEMENT",
+    }
