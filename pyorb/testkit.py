@@ -315,14 +315,35 @@ def start_omninames(datadir: str | os.PathLike[str], timeout: float = STARTUP_TI
 
 
 def _wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    """Wait until omniNames answers a LocateRequest for its root context.
+
+    A listening port is not enough: omniNames opens it before it activates
+    the root context, and a call in between gets OBJECT_NOT_EXIST.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection((LOOPBACK, port), timeout=1.0).close()
+        if locate(LOOPBACK, port, b"NameService"):
             return True
-        except OSError:
-            time.sleep(0.05)
+        time.sleep(0.05)
     return False
+
+
+def locate(host: str, port: int, key: bytes, timeout: float = 2.0) -> bool:
+    """True if the server at ``host:port`` says OBJECT_HERE for ``key`` (GIOP LocateRequest)."""
+    from pyorb.giop import NEED_DATA, GIOPConnection, LocateReply, LocateRequest, LocateStatus, ProtocolError, Role
+
+    conn = GIOPConnection(Role.CLIENT)
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(conn.send(LocateRequest(1, key)))
+            event = conn.next_event()
+            while event is NEED_DATA:
+                data = sock.recv(4096)
+                conn.receive_data(data)  # b"" marks the end of the stream
+                event = conn.next_event()
+    except (OSError, ProtocolError):  # refused, reset, timed out, or not GIOP
+        return False
+    return isinstance(event, LocateReply) and event.locate_status == LocateStatus.OBJECT_HERE
 
 
 # -- a pyorb server on a loop thread ---------------------------------------------
