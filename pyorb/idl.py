@@ -47,6 +47,11 @@ def load_idl(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathL
     return loaded
 
 
+def bench_idl() -> SimpleNamespace:
+    """The benchmark interfaces shipped with pyorb (``Bench::Echo``, ``Bench::Sink``)."""
+    return load_idl(Path(__file__).resolve().parent / "data" / "bench.idl")
+
+
 def compile_idl(
     path: str | os.PathLike[str], output_dir: str | os.PathLike[str], include_dirs: Iterable[str] = ()
 ) -> None:

@@ -32,6 +32,9 @@ class Server:
     Object references that arrive as arguments of coroutine and AMH servants
     pass through ``objref_converter`` (``Client.from_objref`` turns them into
     pyorb proxies); synchronous servants get omniORB references unchanged.
+
+    ``reuse_port`` lets several processes accept on one port (SO_REUSEPORT),
+    each with its own event loop: AMH on more than one core.
     """
 
     def __init__(
@@ -42,6 +45,7 @@ class Server:
         config: Config = DEFAULT_CONFIG,
         strategy: str | Strategy | None = None,
         objref_converter: Callable[[Any], Any] | None = None,
+        reuse_port: bool = False,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {port}")
@@ -49,6 +53,7 @@ class Server:
         self.adapter = ObjectAdapter("reactive" if strategy is None else strategy)
         self._host = host
         self._port = port
+        self._reuse_port = reuse_port
         self._convert = objref_converter or (lambda ref: ref)
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[ServerConnection] = set()
@@ -58,7 +63,9 @@ class Server:
         if self._server is not None:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_connection, self._host, self._port)
+        self._server = await loop.create_server(
+            self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None
+        )
         self._port = self._server.sockets[0].getsockname()[1]
         log.info("pyorb server listening on %s:%d", self._host, self._port)
 

@@ -1,0 +1,171 @@
+"""What the papers' servers share: options, lifetime, statistics, worker processes.
+
+A server prints its IOR on the first stdout line and its corbaloc URL on the
+second, then serves until SIGTERM/SIGINT or until its stdin reaches end of
+file (so that a driver that dies takes its servers with it).  SIGUSR1 prints
+the dispatch statistics to stderr; they are printed again on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Coroutine, NoReturn, Sequence
+
+SHUTDOWN_GRACE_S = 10.0
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def add_server_options(parser: argparse.ArgumentParser, key: str) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="TCP port, 0 for an ephemeral one (default 0)")
+    parser.add_argument("--key", default=key, help=f"object key (default {key})")
+    parser.add_argument("--ior-file", type=Path, help="also write the IOR to this file")
+    parser.add_argument("--no-stdin-watch", action="store_true", help="do not stop at stdin end of file")
+
+
+def check_port(parser: argparse.ArgumentParser, port: int) -> None:
+    if not 0 <= port <= 65535:
+        parser.error(f"--port must be in 0..65535, got {port}")
+
+
+def announce(ior: str, corbaloc: str, ior_file: Path | None) -> None:
+    if ior_file is not None:
+        ior_file.write_text(ior + "\n")
+    print(ior, flush=True)
+    print(corbaloc, flush=True)
+
+
+def _watch_stdin(callback: Callable[[], None]) -> None:
+    # A thread rather than loop.connect_read_pipe: stdin may be a file or
+    # /dev/null, which event loops refuse to watch.
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    callback()
+
+
+def watch_stdin(callback: Callable[[], None]) -> None:
+    """Call ``callback`` (from a daemon thread) when stdin reaches end of file."""
+    threading.Thread(target=_watch_stdin, args=(callback,), daemon=True, name="stdin-watch").start()
+
+
+async def wait_for_stop(watch: bool, on_usr1: Callable[[], None]) -> None:
+    """Until SIGTERM, SIGINT or (if ``watch``) stdin end of file."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, on_usr1)
+    if watch:
+        watch_stdin(lambda: _set_threadsafe(loop, stop))
+    await stop.wait()
+
+
+def _set_threadsafe(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+    try:
+        loop.call_soon_threadsafe(event.set)
+    except RuntimeError:  # the loop has closed already
+        pass
+
+
+def print_stats(stats: Any, title: str) -> None:
+    """Print a ``ServerStats`` snapshot to stderr as a table."""
+    from rich.console import Console
+
+    console = Console(file=sys.stderr, width=160)
+    console.print(f"[bold]{title}[/bold] (pid {os.getpid()})")
+    console.print(stats.table())
+
+
+def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run ``main`` on uvloop when installed, asyncio otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main())
+    return uvloop.run(main())
+
+
+def run_workers(argv: Sequence[str], module: str, host: str, port: int, workers: int, watch: bool) -> int:
+    """AMH-n: ``workers`` processes of ``module``, each with its own event loop
+    and connections, accepting on one port (SO_REUSEPORT spreads connections).
+
+    Prints the (identical) IOR and corbaloc of the workers, then waits for a
+    stop and stops them.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    holder = socket.socket(family, socket.SOCK_STREAM)
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind((host, port))  # reserves the port for the workers; never listens
+    port = holder.getsockname()[1]
+    args = [a for a in _without(argv, "--workers", "--port", "--ior-file") if a != "--no-stdin-watch"]
+    cmd = [sys.executable, "-m", module, *args, "--port", str(port), "--reuse-port"]
+    children = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for _ in range(workers)]
+    try:
+        lines = [(c.stdout.readline().strip(), c.stdout.readline().strip()) for c in children]  # type: ignore[union-attr]
+        if not all(ior.startswith("IOR:") for ior, _ in lines):
+            print(f"{module}: a worker failed to start", file=sys.stderr)
+            return 1
+        ior_file = _option(argv, "--ior-file")
+        announce(lines[0][0], lines[0][1], Path(ior_file) if ior_file else None)
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        if watch:
+            watch_stdin(stop.set)
+        while not stop.wait(0.5):
+            if any(c.poll() is not None for c in children):
+                print(f"{module}: a worker exited", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        holder.close()
+        for child in children:
+            if child.stdin is not None:
+                child.stdin.close()  # workers stop at stdin end of file
+        for child in children:
+            try:
+                child.wait(SHUTDOWN_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+def _without(argv: Sequence[str], *options: str) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in options:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def _option(argv: Sequence[str], option: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == option and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(option + "="):
+            return arg.split("=", 1)[1]
+    return None

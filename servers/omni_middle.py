@@ -1,0 +1,8 @@
+#!/usr/bin/env python3
+"""The omniORBpy baseline middle (thread per connection or pool): see pyorb/servers/omni.py."""
+import sys
+
+from pyorb.servers.omni import main
+
+if __name__ == "__main__":
+    main(["middle", *sys.argv[1:]])
