@@ -65,7 +65,7 @@ class ServerProcess:
         try:
             self.lines = _read_lines(self.proc, lines, timeout)
         except PeerProcessError as exc:
-            self.stop()
+            self.stop()  # first, so that everything it wrote is in the file
             raise PeerProcessError(f"{exc}: {' '.join(self.argv)}\n{self.stderr()}") from None
         if not self.lines[0].startswith("IOR:"):
             self.stop()
@@ -106,8 +106,10 @@ class ServerProcess:
     def stop(self) -> int | None:
         """Stop the process (stdin EOF and SIGTERM, then SIGKILL); its exit status."""
         _stop(self.proc)
-        self._stderr.close()
         return self.proc.returncode
+
+    def __del__(self) -> None:
+        self._stderr.close()
 
 
 def _read_lines(proc: subprocess.Popen[bytes], count: int, timeout: float) -> list[str]:
