@@ -47,8 +47,8 @@ BENCH = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
 SEED = 4_2026
 MAX_MESSAGE_SIZE = 64 * 1024
 READ_TIMEOUT_S = 1.0  # the server's: silent half messages are dropped after it
-WARMUP_CONNECTIONS = 150
-CONNECTIONS = 600
+WARMUP_CONNECTIONS = 100
+CONNECTIONS = 450
 CONCURRENCY = 100
 MIN_MESSAGES = 2000  # the run must really send thousands
 CASE_DEADLINE_S = 10.0  # a connection still open by then is a hang
@@ -61,11 +61,11 @@ FAILURE_MARKERS = ("Traceback", "Exception in callback", "Fatal error", "excepti
 class StatsServer:
     """The server process: its IOR, its self-reported stats, psutil's view of it."""
 
-    def __init__(self, loop: str, stderr_path: Path) -> None:
+    def __init__(self, loop: str, servant: str, stderr_path: Path) -> None:
         self.stderr_path = stderr_path
         self._stderr = stderr_path.open("w")  # a file: thousands of warnings would fill a pipe
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--loop", loop,
+            [sys.executable, str(SERVER), "--loop", loop, "--servant", servant,
              "--max-message-size", str(MAX_MESSAGE_SIZE), "--read-timeout", str(READ_TIMEOUT_S)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, cwd=ROOT,
         )
@@ -115,9 +115,11 @@ class StatsServer:
         self._stderr.close()
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+# Each event loop, each servant style (their replies take different paths).
+@pytest.fixture(params=[("asyncio", "coroutine"), ("uvloop", "amh"), ("uvloop", "sync")], ids="-".join)
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StatsServer]:
-    srv = StatsServer(request.param, tmp_path / "server.stderr")
+    loop, servant = request.param
+    srv = StatsServer(loop, servant, tmp_path / "server.stderr")
     try:
         yield srv
     finally:
