@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,20 @@ def test_server_process_of_a_program_that_prints_only_its_ior(pyorb_server_proce
     assert echo.corbaloc == f"corbaloc:iiop:1.2@127.0.0.1:{echo.port}/Echo"  # made from the IOR
     assert pyorb_sync_client.resolve(echo.corbaloc, Bench.Echo).ping(99) == 99
     assert echo.stop() == 0 and not alive(echo.pid)  # it left cleanly on stdin EOF / SIGTERM
+
+
+@pytest.mark.parametrize("model", [None, "thread_pool(2)"])
+def test_sink_prints_ior_and_corbaloc_and_applies_its_delay(
+    pyorb_sink: Any, pyorb_sync_client: SyncClient, model: str | None
+) -> None:
+    sink = pyorb_sink(0.05, model=model)
+    assert sink.ior.startswith("IOR:") and sink.corbaloc == f"corbaloc:iiop:1.2@127.0.0.1:{sink.port}/Sink"
+    worker = pyorb_sync_client.resolve(sink.ior, Bench.Sink)
+    started = time.monotonic()
+    assert worker.work(12345) == 12345
+    assert time.monotonic() - started >= 0.05
+    sink.stop()
+    assert not alive(sink.pid)
 
 
 def test_a_program_that_fails_to_start_is_reported_with_its_stderr() -> None:

@@ -2,7 +2,7 @@
 
 Nothing here comes from a conftest: the fixtures (``pyorb_server``,
 ``pyorb_async_server``, ``pyorb_client``, ``pyorb_sync_client``,
-``omni_server``, ``omni_call``, ``omni_names``) are the plugin's, available
+``pyorb_sink``, ``omni_server``, ``omni_call``, ``omni_names``) are the plugin's, available
 because pyorb is installed.
 """
 
@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pytest
 
 import pyorb
+import pyorb.idl
 from pyorb import naming
 from pyorb.pytest_plugin import NameServer, PeerProcessError, SyncClient
 
@@ -132,6 +133,20 @@ def test_an_omniorb_client_error_is_raised_here(pyorb_server: Any, omni_call: Ca
     served = pyorb_server(Counter)
     with pytest.raises(PeerProcessError, match="OutOfStock"):
         omni_call(IDL_PATH, f"{OMNI}:take_too_many", served.corbaloc, "Shop::Counter")
+
+
+# -- a slow downstream service: pyorb's sink ---------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_calls_to_a_sink_that_answers_after_a_delay(pyorb_sink: Any, pyorb_client: pyorb.Client) -> None:
+    sink = pyorb_sink(0.2, model="amh")
+    Bench = pyorb.idl.bench_idl().Bench
+    worker = pyorb_client.resolve(sink.corbaloc, Bench.Sink)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await asyncio.gather(*(worker.work(t) for t in range(20))) == list(range(20))
+    assert loop.time() - started >= 0.2  # the delay was applied (not a speed check)
 
 
 # -- naming ------------------------------------------------------------------------------------
