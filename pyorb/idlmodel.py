@@ -152,13 +152,13 @@ def _interface(iface: Any) -> Model:
 
 
 def _decl(d: Any) -> list[Model]:
-    if isinstance(d, idlast.Struct):
-        return [{"kind": "struct", "name": py_id(d.identifier()), "fields": _fields(d.members())}]
-    if isinstance(d, idlast.Exception):
-        return [{"kind": "exception", "name": py_id(d.identifier()), "fields": _fields(d.members())}]
+    if isinstance(d, (idlast.Struct, idlast.Exception)):
+        kind = "struct" if isinstance(d, idlast.Struct) else "exception"
+        return [{"kind": kind, "name": py_id(d.identifier()), "fields": _fields(d.members()), "nested": _inline(d)}]
     if isinstance(d, idlast.Union):
         cases = [[py_id(c.declarator().identifier()), type_of(c.caseType(), c.declarator().sizes())] for c in d.cases()]
-        return [{"kind": "union", "name": py_id(d.identifier()), "disc": type_of(d.switchType()), "cases": cases}]
+        disc = type_of(d.switchType())
+        return [{"kind": "union", "name": py_id(d.identifier()), "disc": disc, "cases": cases, "nested": _inline(d)}]
     if isinstance(d, idlast.Enum):
         items = [py_id(e.identifier()) for e in d.enumerators()]
         return [{"kind": "enum", "name": py_id(d.identifier()), "items": items}]
@@ -169,25 +169,20 @@ def _decl(d: Any) -> list[Model]:
         return [{"kind": "const", "name": py_id(d.identifier()), "type": type_of(d.constType())}]
     if isinstance(d, idlast.Interface):
         return [_interface(d)]
-    # Struct/type constructs declared inside another (e.g. a struct member's
-    # own struct) are reached through their container's contents.
-    return []
+    return []  # forward declarations (the full one follows), value types, natives
 
 
 def _decls(contents: list[Any]) -> list[Model]:
-    found: list[Model] = []
-    for d in contents:
-        found.extend(_decl(d))
-        if isinstance(d, (idlast.Struct, idlast.Exception, idlast.Union)):
-            found.extend(x for sub in _constructed_members(d) for x in _decl(sub))
-    return found
+    return [model for d in contents for model in _decl(d)]
 
 
-def _constructed_members(d: Any) -> list[Any]:
-    """Structs/unions/enums defined inline in a member (``struct A { struct B {..} b; }``)."""
+def _inline(d: Any) -> list[Model]:
+    """Types defined inside a member (``struct A { struct B {..} b; }``): omniidl nests their classes."""
     if isinstance(d, idlast.Union):
-        return [c.caseType().decl() for c in d.cases() if c.constrType()]
-    return [m.memberType().decl() for m in d.members() if m.constrType()]
+        inner = [c.caseType().decl() for c in d.cases() if c.constrType()]
+    else:
+        inner = [m.memberType().decl() for m in d.members() if m.constrType()]
+    return _decls(inner)
 
 
 def modules(tree: Any) -> list[Model]:

@@ -193,7 +193,11 @@ class TypesStub(Stub):
     """``M/__init__.pyi``: omniidl's module with its data types spelt out."""
 
     def render(self, decls: list[Model]) -> str:
-        body = [line for d in decls for line in self.decl(d, "")]
+        body: list[str] = []
+        for d in decls:
+            body += self.decl(d, "")
+            if d["kind"] not in ("alias", "const"):
+                body.append("")
         return self.file(_TYPING + "from pyorb.typed import UserException\n", body)
 
     def decl(self, d: Model, indent: str) -> list[str]:
@@ -215,6 +219,7 @@ class TypesStub(Stub):
         fields = [(n, self.ann(t)) for n, t in d["fields"]]
         params = "".join(f", {n}: {a}" for n, a in fields)
         lines = [f"{indent}class {d['name']}{base}:", f"{indent}    _NP_RepositoryId: ClassVar[str]"]
+        lines += self.nested(d, indent)
         lines += [f"{indent}    {n}: {a}" for n, a in fields]
         lines.append(f"{indent}    def __init__(self{params}) -> None: ...")
         return lines
@@ -222,6 +227,7 @@ class TypesStub(Stub):
     def union(self, d: Model, indent: str) -> list[str]:
         cases = [(n, self.ann(t)) for n, t in d["cases"]]
         lines = [f"{indent}class {d['name']}:", f"{indent}    _NP_RepositoryId: ClassVar[str]"]
+        lines += self.nested(d, indent)
         lines += [f"{indent}    _d: {self.ann(d['disc'])}", f"{indent}    _v: Any"]
         lines += [f"{indent}    {n}: {a}" for n, a in cases]
         lines += [f"{indent}    @overload", f"{indent}    def __init__(self, _d: {self.ann(d['disc'])}, _v: Any) -> None: ..."]
@@ -247,8 +253,10 @@ class TypesStub(Stub):
     def interface(self, d: Model, indent: str) -> list[str]:
         bases = ", ".join(self.qualify(m, p) for m, p in d["bases"])
         lines = [f"{indent}class {d['name']}{f'({bases})' if bases else ''}:", f"{indent}    _NP_RepositoryId: ClassVar[str]"]
-        lines += [line for n in d["nested"] for line in self.decl(n, indent + "    ")]
-        return lines
+        return lines + self.nested(d, indent)
+
+    def nested(self, d: Model, indent: str) -> list[str]:
+        return [line for n in d["nested"] for line in self.decl(n, indent + "    ")]
 
 
 class PoaStub(Stub):
@@ -263,7 +271,7 @@ class PoaStub(Stub):
         for d in _interfaces(decls):
             bases = ", ".join(self.qualify(_sibling(m, "__POA"), p) for m, p in d["bases"])
             body += [f"class {d['name']}{f'({bases})' if bases else ''}:"]
-            body += ["    _NP_RepositoryId: ClassVar[str]", "    _omni_op_d: ClassVar[dict[str, Any]]"]
+            body += ["    _NP_RepositoryId: ClassVar[str]", "    _omni_op_d: ClassVar[dict[str, Any]]", ""]
         return self.file("from typing import Any, ClassVar\n", body)
 
 

@@ -184,11 +184,10 @@ def proxy_class(interface: type | None) -> type[ObjectRef]:
     if cls is None:
         assert interface is not None
         methods: dict[str, Any] = {"__slots__": (), "_interface": interface}
-        for name in dir(interface):
-            if name.startswith("_d_"):
-                wire = name[3:]
-                attr = "_" + wire if keyword.iskeyword(wire) else wire
-                methods.update(_make_methods(Operation(wire, getattr(interface, name)), attr))
+        for name, desc in _op_descriptors(interface):
+            wire = name[3:]
+            attr = "_" + wire if keyword.iskeyword(wire) else wire
+            methods.update(_make_methods(Operation(wire, desc), attr))
         if not _is_stub_class(interface):
             raise TypeError(f"{interface!r} is not a generated interface stub class")
         bases = tuple(proxy_class(b) for b in interface.__bases__ if _is_stub_class(b)) or (ObjectRef,)
@@ -211,8 +210,21 @@ def interface_for(repo_id: str) -> type | None:
     return None
 
 
+def _op_descriptors(cls: type) -> list[tuple[str, Any]]:
+    """``(_d_<op>, descriptor)`` of each operation; ``_d_<Type>`` of types declared inside the interface are not ones."""
+    found = []
+    for name in dir(cls):
+        desc = getattr(cls, name) if name.startswith("_d_") else None
+        # (in types, out types or None for oneway, exceptions); type descriptors start with a kind number.
+        if isinstance(desc, tuple) and len(desc) == 3 and isinstance(desc[0], tuple):
+            found.append((name, desc))
+    return found
+
+
 def _is_stub_class(cls: type) -> bool:
-    return any(n.startswith("_d_") for n in dir(cls))
+    """An omniidl interface class (one with no operations is one too)."""
+    repo_id = cls.__dict__.get("_NP_RepositoryId")
+    return isinstance(repo_id, str) and repo_id in omniORB.objrefMapping
 
 
 def _to_omni(value: Any) -> Any:
