@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 import pyorb

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Callable
+from typing import Callable, cast
 
 import atheris
 
@@ -67,7 +67,7 @@ def drain(conn: GIOPConnection, out: list[Message]) -> bool:
             return False
         if event is CLOSED:
             return True
-        out.append(event)
+        out.append(cast(Message, event))
 
 
 def feed(role: Role, data: bytes, chunk: int) -> Outcome:
