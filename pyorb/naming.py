@@ -22,7 +22,6 @@ from typing import Any, Iterable, Sequence, Union
 
 import CosNaming
 
-from pyorb.client import proxy as _proxy
 from pyorb.client.client import Client
 from pyorb.client.proxy import ObjectRef
 from pyorb.giop.ior import IOR, parse_corbaloc
@@ -152,35 +151,6 @@ class Binding:
 
     name: str
     type: BindingType
-
-
-def _operations_only(interface: type) -> type:
-    """A stand-in stub class holding only ``interface``'s operation descriptors.
-
-    pyorb's proxy builder takes every ``_d_`` attribute for an operation, but
-    CosNaming's stubs also hold the descriptors of their nested exceptions
-    and enum there (``_d_NotFound``, ``_d_NotFoundReason``).  An operation
-    descriptor is the tuple (in types, out types, exceptions).
-    """
-    ops: dict[str, Any] = {"_NP_RepositoryId": interface._NP_RepositoryId}  # type: ignore[attr-defined]
-    for klass in reversed(interface.__mro__):
-        for attr, desc in vars(klass).items():
-            if attr.startswith("_d_") and isinstance(desc, tuple) and desc and isinstance(desc[0], tuple):
-                ops[attr] = desc
-    return type(interface.__name__, (), ops)
-
-
-def _register_naming_proxies() -> None:
-    # Work around pyorb.client.proxy.proxy_class failing on stubs with nested
-    # types; inert once proxy_class handles them itself.
-    for interface in (CosNaming.NamingContext, CosNaming.NamingContextExt):
-        try:
-            _proxy.proxy_class(interface)
-        except (TypeError, ValueError):  # a non-operation descriptor taken for one
-            _proxy._proxy_classes[interface] = _proxy.proxy_class(_operations_only(interface))
-
-
-_register_naming_proxies()
 
 
 class NamingContext:
