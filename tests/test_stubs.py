@@ -298,18 +298,19 @@ def test_every_name_a_stub_declares_exists_at_run_time(
         assert checked > 0
 
 
+Setup = tuple[ModuleType, pyorb.Server, pyorb.Client]
+
+
 @pytest_asyncio.fixture
-async def typed_server(companions: dict[str, ModuleType]) -> AsyncIterator[tuple[pyorb.Server, pyorb.Client]]:
+async def stock_setup(companions: dict[str, ModuleType]) -> AsyncIterator[Setup]:
+    """Stock's companion, a server and a client."""
     async with pyorb.Server() as server, pyorb.Client() as client:
-        yield server, client
+        yield companions["Stock"], server, client
 
 
 @pytest.mark.asyncio
-async def test_typed_proxy_and_skeleton_over_the_wire(
-    companions: dict[str, ModuleType], typed_server: tuple[pyorb.Server, pyorb.Client]
-) -> None:
-    stock = companions["Stock"]
-    server, client = typed_server
+async def test_typed_proxy_and_skeleton_over_the_wire(stock_setup: Setup) -> None:
+    stock, server, client = stock_setup
 
     class Quotes(stock.AMH_Quoter):
         async def get_quote(self, rh: Any, name: str) -> None:
@@ -334,11 +335,8 @@ def test_derived_interface_proxies_subclass_their_bases(companions: dict[str, Mo
 
 
 @pytest.mark.asyncio
-async def test_an_operation_the_typed_skeleton_leaves_out_replies_no_implement(
-    companions: dict[str, ModuleType], typed_server: tuple[pyorb.Server, pyorb.Client]
-) -> None:
-    stock = companions["Stock"]
-    server, client = typed_server
+async def test_an_operation_the_typed_skeleton_leaves_out_replies_no_implement(stock_setup: Setup) -> None:
+    stock, server, client = stock_setup
     quoter = client.resolve(server.ior(server.activate(stock.AMH_Quoter())), stock.Quoter)
     with pytest.raises(CORBA.NO_IMPLEMENT):
         await quoter.get_quote("A")
