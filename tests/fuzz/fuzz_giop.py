@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Callable, cast
+from pathlib import Path
+from typing import cast
 
 import atheris
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.fuzz
 
 with atheris.instrument_imports(include=["pyorb.giop"]):
     from pyorb.giop import (
@@ -51,6 +54,7 @@ with atheris.instrument_imports(include=["pyorb.giop"]):
         parse_reference,
         to_corbaloc,
     )
+    from tests.fuzz.readers import CDR_READS, read_ior
 
 # Small limits, so that the fuzzer can reach them with short inputs.
 MAX_MESSAGE_SIZE = 2048
@@ -127,11 +131,7 @@ def fuzz_decode(data: bytes) -> None:
 
 def fuzz_ior_bytes(data: bytes) -> None:
     try:
-        ior = IOR.from_bytes(data)
-        profile = ior.iiop
-        if profile is not None:
-            # The accessors decode component data: peer data too.
-            profile.code_sets, profile.orb_type, profile.alternate_addresses
+        ior = read_ior(data)
     except ProtocolError:
         return
     assert IOR.from_bytes(ior.to_bytes()) == ior
@@ -146,23 +146,6 @@ def fuzz_code_sets(data: bytes) -> None:
             pass
 
 
-# The reads that a script in the first bytes of the input picks from.
-_READS: tuple[Callable[[CDRReader], object], ...] = (
-    CDRReader.octet,
-    CDRReader.boolean,
-    CDRReader.ushort,
-    CDRReader.short,
-    CDRReader.ulong,
-    CDRReader.long,
-    CDRReader.ulonglong,
-    CDRReader.octets,
-    CDRReader.string,
-    CDRReader.encapsulation,
-    lambda r: r.sequence(CDRReader.ulong, min_item_size=4),
-    lambda r: r.sequence(CDRReader.string, min_item_size=5),
-    lambda r: r.sequence(CDRReader.octets, min_item_size=4),
-    IOR.decode,
-)
 
 
 def fuzz_cdr(data: bytes) -> None:
@@ -172,7 +155,7 @@ def fuzz_cdr(data: bytes) -> None:
     try:
         for op in script:
             before = r.pos
-            _READS[op % len(_READS)](r)
+            CDR_READS[op % len(CDR_READS)](r)
             assert before <= r.pos <= len(rest), "a read moved outside the data"
     except ProtocolError:
         pass

@@ -47,6 +47,7 @@ from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.ior import IOR, TaggedProfile, alternate_address_component, build_ior
 from tests.fuzz.malformed import mutate
+from tests.fuzz.readers import CDR_READS, read_ior
 
 Fragmenter = Callable[[bytes, int], "list[bytes]"]
 
@@ -318,31 +319,6 @@ mutation = st.one_of(
 )
 
 
-@FUZZ
-@given(
-    roles.flatmap(lambda r: st.tuples(st.just(r), st.lists(messages(r), min_size=1, max_size=4))),
-    st.lists(mutation, min_size=1, max_size=4),
-    st.integers(24, 80),
-)
-def test_mutated_streams(
-    fragment: Fragmenter,
-    case: tuple[Role, list[Message]],
-    mutations: list[tuple[str, int, int]],
-    max_size: int,
-) -> None:
-    role, msgs = case
-    parts = []
-    for msg in msgs:
-        data = encode(msg)
-        fragmented = msg.version != GIOP_1_0 and isinstance(msg, (Request, Reply))
-        parts += fragment(data, max_size) if fragmented else [data]
-    stream = mutate(b"".join(parts), mutations)
-    try:
-        run(GIOPConnection(role, max_message_size=1024, max_fragment_trains=2), [stream])
-    except ProtocolError:
-        pass
-
-
 def outcome(role: Role, stream: bytes, chunk: int) -> tuple[list[Message], str | None]:
     """Messages and the error (if any) of ``stream`` fed ``chunk`` bytes at a time."""
     conn = GIOPConnection(role, max_message_size=1024, max_fragment_trains=2)
@@ -361,16 +337,27 @@ def outcome(role: Role, stream: bytes, chunk: int) -> tuple[list[Message], str |
 
 @FUZZ
 @given(
-    roles.flatmap(lambda r: st.tuples(st.just(r), st.lists(messages(r), min_size=1, max_size=3))),
+    roles.flatmap(lambda r: st.tuples(st.just(r), st.lists(messages(r), min_size=1, max_size=4))),
     st.lists(mutation, min_size=1, max_size=4),
+    st.integers(24, 80),
     st.integers(1, 13),
 )
-def test_mutated_stream_events_do_not_depend_on_the_split(
-    case: tuple[Role, list[Message]], mutations: list[tuple[str, int, int]], chunk: int
+def test_mutated_streams(
+    fragment: Fragmenter,
+    case: tuple[Role, list[Message]],
+    mutations: list[tuple[str, int, int]],
+    max_size: int,
+    chunk: int,
 ) -> None:
-    """Same messages and same error whether the bytes come at once or in pieces."""
+    """Parse or ProtocolError, with the same messages and the same error
+    whether the bytes come at once or in pieces."""
     role, msgs = case
-    stream = mutate(b"".join(map(encode, msgs)), mutations)
+    parts = []
+    for msg in msgs:
+        data = encode(msg)
+        fragmented = msg.version != GIOP_1_0 and isinstance(msg, (Request, Reply))
+        parts += fragment(data, max_size) if fragmented else [data]
+    stream = mutate(b"".join(parts), mutations)
     assert outcome(role, stream, chunk) == outcome(role, stream, max(len(stream), 1))
 
 
@@ -552,13 +539,6 @@ def iors(draw: st.DrawFn) -> IOR:
     return IOR(ior.type_id, (profile, other), little_endian)
 
 
-def read_ior(data: bytes) -> None:
-    """Parse an IOR encapsulation and everything its profile's components hold."""
-    profile = IOR.from_bytes(data).iiop
-    if profile is not None:
-        profile.code_sets, profile.orb_type, profile.alternate_addresses
-
-
 @FUZZ
 @given(iors(), st.integers(0, 1000), huge_lengths)
 def test_ior_with_a_forged_length_allocates_little(ior: IOR, slot: int, value: int) -> None:
@@ -606,21 +586,6 @@ def test_cdr_round_trip(values: list[tuple[str, Any]], little_endian: bool, base
     assert r.remaining == 0
 
 
-CDR_READS: list[Callable[[CDRReader], object]] = [
-    CDRReader.octet,
-    CDRReader.boolean,
-    CDRReader.ushort,
-    CDRReader.short,
-    CDRReader.ulong,
-    CDRReader.long,
-    CDRReader.ulonglong,
-    CDRReader.octets,
-    CDRReader.string,
-    CDRReader.encapsulation,
-    lambda r: r.sequence(CDRReader.ulong, min_item_size=4),
-    lambda r: r.sequence(CDRReader.string, min_item_size=5),
-    IOR.decode,
-]
 
 
 @FUZZ
