@@ -10,6 +10,8 @@ import pytest
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], Any]]:
     factories: dict[str, Callable[[], Any]] = {"asyncio": asyncio.new_event_loop}
+    if item.get_closest_marker("client_loop_only"):
+        return factories  # the code under test runs in other processes
     try:
         import uvloop
     except ImportError:  # uvloop is optional (not on Windows)
