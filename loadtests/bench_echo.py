@@ -36,16 +36,15 @@ import io
 import json
 import os
 import platform
-import selectors
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Sequence
-from common import positive  # loadtests/common.py (scripts run from this folder)
+from typing import Any, Callable, Iterator, Sequence
+from common import (  # loadtests/common.py (scripts run from this folder)
+    ServerProcess, ServerStartError, last_json, positive)
 
 from rich import box
 from rich.console import Console, JustifyMethod
@@ -72,14 +71,8 @@ C_CONCURRENCY = (1, 64, 1000)
 LATENCY_CALLS = 2000
 LATENCY_SERVERS = ("pyorb", "omni-tpc")
 
-SERVER_START_S = 30.0           # a server prints its IOR within this
-SERVER_STOP_S = 5.0             # per step: stdin EOF, SIGTERM, SIGKILL
 CALL_TIMEOUT_S = 5.0            # the clients' per-call timeout
 CLIENT_SLACK_S = 30.0           # start-up and exit on top of the window
-
-
-class ServerStartError(RuntimeError):
-    """A server process did not print an IOR."""
 
 
 @dataclass(frozen=True)
@@ -187,95 +180,6 @@ def schedule(rep: int) -> list[Point]:
 # -- processes --------------------------------------------------------------
 
 
-def read_first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
-    """The first stdout line of ``proc``, or '' at EOF or timeout."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not sel.select(left):
-                break
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-    return buf.split(b"\n", 1)[0].decode(errors="replace").strip()
-
-
-def tail(stream: IO[bytes], limit: int = 300) -> str:
-    """The last line of a captured stderr file, shortened."""
-    stream.seek(0)
-    lines = stream.read().decode(errors="replace").strip().splitlines()
-    return lines[-1][-limit:] if lines else ""
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> int:
-    """Stop a server we started: stdin EOF, then SIGTERM, then SIGKILL.
-
-    Returns its exit status; a server that needed SIGTERM or SIGKILL gets
-    no extra mark here beyond what its exit status says.
-    """
-    if proc.stdin is not None and not proc.stdin.closed:
-        try:
-            proc.stdin.close()  # the servers stop at stdin EOF
-        except OSError:
-            pass
-    for step in (None, proc.terminate, proc.kill):
-        if step is not None:
-            step()
-        try:
-            return proc.wait(SERVER_STOP_S)
-        except subprocess.TimeoutExpired:
-            continue
-    return proc.wait()
-
-
-class ServerProcess:
-    """A fresh echo server for one point; a context manager that always
-    stops the process it started (by its pid, via Popen)."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.rc: int | None = None
-        self.stderr: IO[bytes] = tempfile.TemporaryFile()
-
-    def __enter__(self) -> str:
-        # stderr goes to a file: a chatty server must never block on a
-        # full pipe in the middle of a measurement.
-        self.proc = subprocess.Popen(
-            [PY, *SERVER_CMDS[self.kind]], cwd=ROOT, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.stderr)
-        ior = read_first_line(self.proc, SERVER_START_S)
-        if not ior.startswith("IOR:"):
-            self.rc = stop_process(self.proc)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            why = tail(self.stderr) or f"no IOR within {SERVER_START_S:g} s"
-            raise ServerStartError(
-                f"{SERVER_NAMES[self.kind]} server failed to start "
-                f"(rc {self.rc}): {why}")
-        return ior
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.proc is not None and self.rc is None:
-            self.rc = stop_process(self.proc)
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def problem(self) -> str | None:
-        """Why the server's exit counts against the run, if it does."""
-        if self.rc == 0:
-            return None
-        msg = f"server rc {self.rc}"
-        why = tail(self.stderr)
-        return f"{msg}: {why}" if why else msg
-
-
 def client_command(pt: Point, ior: str, ns: argparse.Namespace) -> list[str]:
     """The client process for ``pt``."""
     if pt.latency:
@@ -295,7 +199,8 @@ def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
     """Run one point in a fresh server and client; judge the outcome."""
     run = Run(pt.key, rep, seq, asdict(pt))
     started = time.monotonic()
-    server = ServerProcess(pt.server)
+    server = ServerProcess([PY, *SERVER_CMDS[pt.server]],
+                           f"{SERVER_NAMES[pt.server]} server")
     err = ""
     try:
         with server as ior:
@@ -318,18 +223,6 @@ def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
     finally:
         server.stderr.close()
     return run
-
-
-def last_json(stdout: bytes) -> dict[str, Any] | None:
-    """The client's JSON line, or None if it printed none."""
-    for line in reversed(stdout.decode(errors="replace").splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 def judge(run: Run, server_problem: str | None, client_err: str) -> None:

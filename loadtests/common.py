@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import selectors
+import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import IO, Any, Callable
 
 
 @dataclass(frozen=True)
@@ -33,3 +40,120 @@ def positive(kind: type) -> Callable[[str], Any]:
         return value
 
     return parse
+
+
+# -- server processes (bench_echo.py, bench_strategies.py) --------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_START_S = 30.0           # a server prints its IOR within this
+SERVER_STOP_S = 5.0             # per step: stdin EOF, SIGTERM, SIGKILL
+
+
+class ServerStartError(RuntimeError):
+    """A server process did not print an IOR."""
+
+
+def read_first_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """The next stdout line of ``proc``, or '' at EOF or timeout.
+
+    Reads the file descriptor itself, unbuffered, so that a later call
+    finds the next line still unread.
+    """
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buf = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(fd, 1)  # byte by byte: never read past the line
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode(errors="replace").strip()
+
+
+def tail(stream: IO[bytes], limit: int = 300) -> str:
+    """The last line of a captured stderr file, shortened."""
+    stream.seek(0)
+    lines = stream.read().decode(errors="replace").strip().splitlines()
+    return lines[-1][-limit:] if lines else ""
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> int:
+    """Stop a process we started: stdin EOF, then SIGTERM, then SIGKILL.
+
+    Returns its exit status; a server that needed SIGTERM or SIGKILL gets
+    no extra mark here beyond what its exit status says.
+    """
+    if proc.stdin is not None and not proc.stdin.closed:
+        try:
+            proc.stdin.close()  # the servers stop at stdin EOF
+        except OSError:
+            pass
+    for step in (None, proc.terminate, proc.kill):
+        if step is not None:
+            step()
+        try:
+            return proc.wait(SERVER_STOP_S)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.wait()
+
+
+class ServerProcess:
+    """A fresh server for one point: ``command`` must print its IOR on the
+    first stdout line and stop at stdin EOF.  A context manager that always
+    stops the process it started (by its pid, via Popen)."""
+
+    def __init__(self, command: list[str], name: str) -> None:
+        self.command = command
+        self.name = name
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.rc: int | None = None
+        self.stderr: IO[bytes] = tempfile.TemporaryFile()
+
+    def __enter__(self) -> str:
+        # stderr goes to a file: a chatty server must never block on a
+        # full pipe in the middle of a measurement.
+        self.proc = subprocess.Popen(
+            self.command, cwd=ROOT, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.stderr)
+        ior = read_first_line(self.proc, SERVER_START_S)
+        if not ior.startswith("IOR:"):
+            self.rc = stop_process(self.proc)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            why = tail(self.stderr) or f"no IOR within {SERVER_START_S:g} s"
+            raise ServerStartError(
+                f"{self.name} failed to start (rc {self.rc}): {why}")
+        return ior
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None and self.rc is None:
+            self.rc = stop_process(self.proc)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def problem(self) -> str | None:
+        """Why the server's exit counts against the run, if it does."""
+        if self.rc == 0:
+            return None
+        msg = f"server rc {self.rc}"
+        why = tail(self.stderr)
+        return f"{msg}: {why}" if why else msg
+
+
+def last_json(stdout: bytes) -> dict[str, Any] | None:
+    """A client's JSON line (the last one), or None if it printed none."""
+    for line in reversed(stdout.decode(errors="replace").splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
