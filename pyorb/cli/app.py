@@ -141,7 +141,8 @@ def _reference_text(ref: str) -> str:
 # -- call / ops ------------------------------------------------------------------
 
 
-@app.command("call")
+# Unknown options pass through as arguments, so that `echo_long -42` works.
+@app.command("call", context_settings={"ignore_unknown_options": True})
 def call_cmd(
     ref: str = typer.Argument(..., help="IOR:..., corbaloc:..., corbaname:... or @FILE holding one."),
     operation: str = typer.Argument(..., help="Operation name (attributes: _get_NAME / _set_NAME)."),

@@ -11,6 +11,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 import pyorb
@@ -33,18 +34,14 @@ class ServeOptions:
 
 
 def servant_class(target: str) -> type:
-    """``module:Class`` imported with the current directory on sys.path."""
-    module_name, colon, attr = target.partition(":")
+    """``module:Class`` (or ``path/to/file.py:Class``) imported with the
+    current directory on sys.path."""
+    module_name, colon, attr = target.rpartition(":")
     if not colon or not module_name or not attr:
         raise ValueError(f"expected MODULE:Servant, got {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise
-        raise ImportError(f"{exc} (importing {module_name}; if it is an IDL module, load its IDL with --idl)") from exc
+    module = _import_file(Path(module_name)) if module_name.endswith(".py") else _import(module_name)
     obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)
@@ -53,6 +50,34 @@ def servant_class(target: str) -> type:
     if not isinstance(obj, type):
         raise ValueError(f"{target} is not a class")
     return obj
+
+
+def _import(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            raise
+        raise _missing_import(exc, name) from exc
+
+
+def _missing_import(exc: ModuleNotFoundError, importing: str) -> ImportError:
+    return ImportError(f"{exc} (importing {importing}; if it is an IDL module, load its IDL with --idl)")
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise FileNotFoundError(f"no such servant module: {path}")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # so that its classes pickle and print as path.stem.Class
+    try:
+        spec.loader.exec_module(module)
+    except ModuleNotFoundError as exc:
+        raise _missing_import(exc, str(path)) from exc
+    return module
 
 
 def strategy(model: str | None) -> Any:

@@ -58,8 +58,11 @@ def type_name(desc: Descriptor) -> str:
     if kind == TV_SEQUENCE:
         bound = f", {desc[2]}" if desc[2] else ""
         return f"sequence<{type_name(desc[1])}{bound}>"
-    if kind == TV_ARRAY:
-        return f"{type_name(desc[1])}[{desc[2]}]"
+    if kind == TV_ARRAY:  # long[2][3] nests as array(array(long, 3), 2)
+        dims = ""
+        while isinstance(desc, tuple) and desc[0] == TV_ARRAY:
+            dims, desc = dims + f"[{desc[2]}]", desc[1]
+        return type_name(desc) + dims
     if kind in (TV_STRUCT, TV_UNION, TV_EXCEPT):
         return str(desc[3])
     if kind in (TV_ENUM, TV_ALIAS, TV_OBJREF):
