@@ -12,6 +12,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXPECT = {
     "amh_stock_quoter.py": ["300 quotes through the AMH middle tier, first three: [120, 7, 98]", "Invalid_Stock_Symbol"],
     "ami_client.py": ["futures: 1000 replies, sum 2000", "callback: 8", "poller: 6 ready now? True"],
+    "strategies.py": ["thread_pool(4)", "thread_per_connection", "│ 16 ",
+                      "per operation: ping ran on MainThread, notify on pyorb-pool"],
 }
 
 
