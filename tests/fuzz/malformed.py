@@ -8,6 +8,7 @@ replayed from its seed.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pyorb.giop import (
     LocateRequest,
     MsgType,
     Request,
+    ServiceContext,
     Version,
     body_offset,
     encode,
@@ -67,13 +69,38 @@ def with_size(data: bytes) -> bytes:
 
 
 def ping_request(
-    request_id: int, stamp: int, key: bytes, version: Version = GIOP_1_2, little_endian: bool = True
+    request_id: int,
+    stamp: int,
+    key: bytes,
+    version: Version = GIOP_1_2,
+    little_endian: bool = True,
+    contexts: tuple[ServiceContext, ...] = (),
 ) -> bytes:
     """A Bench::Echo ``ping(stamp)`` Request, its argument 8-aligned from the message start."""
-    probe = Request(request_id, 3, key, "ping", b"", (), version, little_endian)
+    probe = Request(request_id, 3, key, "ping", b"", contexts, version, little_endian)
     pad = bytes(-body_offset(probe) % 8) if version != GIOP_1_2 else b""
     arg = struct.pack("<Q" if little_endian else ">Q", stamp)
-    return encode(Request(request_id, 3, key, "ping", pad + arg, (), version, little_endian))
+    return encode(dataclasses.replace(probe, body=pad + arg))
+
+
+def whole_primitive_fragments(ping: bytes, max_size: int) -> list[bytes]:
+    """``ping`` as a fragment train that does not cut its 8-byte argument.
+
+    GIOP says a primitive "should never be broken across two fragments", and
+    in GIOP 1.1, where alignment restarts in each fragment, it cannot be
+    unmarshaled if it is.  This moves ``max_size`` on until no cut falls
+    inside the argument (the last 8 bytes).
+    """
+    arg = len(ping) - 8
+    while True:
+        pieces = split_into_fragments(ping, max_size)
+        ends, end = [], 0
+        for i, piece in enumerate(pieces):
+            end += len(piece) - (0 if i == 0 else 12 + (4 if ping[5] == 2 else 0))
+            ends.append(end)
+        if not any(arg < e < len(ping) for e in ends):
+            return pieces
+        max_size += 1
 
 
 # How a connection script ends once its bytes are written: half-close and
@@ -107,8 +134,9 @@ class CaseMaker:
 
     Each script opens with messages that are well framed, so that they
     reach dispatch and unmarshaling, and valid GIOP, so that the connection
-    lives on (valid pings, pings with arbitrary argument bytes, unknown keys
-    and operations, Locate and Cancel requests); then comes one of the
+    lives on (valid pings, whole, fragmented or with service contexts; pings
+    with arbitrary argument bytes; unknown keys and operations; addressing
+    by profile; Locate and Cancel requests); then comes one of the
     malformations of :attr:`kinds`.
     """
 
@@ -144,11 +172,28 @@ class CaseMaker:
         rng = self.rng
         version, little = self._version(), rng.random() < 0.5
         rid = rng.randrange(2**32)
-        how = rng.randrange(6)
+        how = rng.randrange(9)
         if how == 0:
             stamp = rng.randrange(2**64)
             pings[rid] = stamp
             return ping_request(rid, stamp, self.key, version, little)
+        if how == 6 and version != (1, 0):  # a valid ping in a fragment train
+            stamp = rng.randrange(2**64)
+            pings[rid] = stamp
+            data = ping_request(rid, stamp, self.key, version, little)
+            return b"".join(whole_primitive_fragments(data, rng.randrange(24, 48)))
+        if how == 7:  # a valid ping with service contexts pyorb need not understand
+            stamp = rng.randrange(2**64)
+            pings[rid] = stamp
+            contexts = tuple(
+                ServiceContext(rng.choice([1, 15, rng.randrange(2**32)]), rng.randbytes(rng.randrange(12)))
+                for _ in range(rng.randrange(1, 4))
+            )
+            return ping_request(rid, stamp, self.key, version, little, contexts)
+        if how == 8 and version == GIOP_1_2:  # addressed by profile or reference
+            member = struct.pack("<II", 0, 4) + b"\1abc"
+            request = Request(rid, 3, member, "ping", bytes(8), (), version, True, addressing_disposition=1)
+            return encode(request)
         if how == 1:  # arguments that may be short, long or anything
             body = rng.randbytes(rng.randrange(24))
             return encode(Request(rid, 3, self.key, "ping", body, (), version, little))
