@@ -125,8 +125,9 @@ def test_compile_writes_the_modules(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "Stock" / "__init__.py").is_file()
     assert (tmp_path / "Stock__POA" / "__init__.py").is_file()
-    listed = [line for line in done.stdout.splitlines() if str(tmp_path) in line and "compiled" not in line]
-    assert listed, done.stdout
+    listed = {line.strip("│ ") for line in done.stdout.splitlines() if str(tmp_path) in line and "compiled" not in line}
+    assert str(tmp_path / "Stock" / "__init__.py") in listed, done.stdout
+    assert all(Path(p).is_file() for p in listed), listed
     # the modules import and define the interface
     check = subprocess.run([sys.executable, "-c", "import Stock; print(Stock.Quoter._NP_RepositoryId)"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)

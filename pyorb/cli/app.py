@@ -77,9 +77,8 @@ def compile_cmd(
     before = _snapshot(output)
     for path in idl:
         pyorb.compile_idl(path, output, [str(d) for d in include])
-    written = _write_stubs(idl, output, include)
-    if written is None:
-        written = sorted(p for p, stamp in _snapshot(output).items() if before.get(p) != stamp)
+    generated = [p for p, stamp in _snapshot(output).items() if before.get(p) != stamp]
+    written = sorted(set(generated) | set(_write_stubs(idl, output, include)))
     table = Table(title=f"compiled {len(idl)} IDL file{'s' * (len(idl) != 1)} into {output}", title_justify="left")
     table.add_column("written")
     for path in written:
@@ -87,11 +86,10 @@ def compile_cmd(
     out.print(table)
 
 
-def _write_stubs(idl: Sequence[Path], output: Path, include: Sequence[Path]) -> list[Path] | None:
-    stubs = _optional_module("pyorb.stubs")  # written alongside this command; absent in older trees
-    if stubs is None:
-        return None
-    return list(stubs.write_stubs(idl, output, include))
+def _write_stubs(idl: Sequence[Path], output: Path, include: Sequence[Path]) -> list[Path]:
+    """Typed stubs (.pyi) and companions beside omniidl's modules, where pyorb.stubs exists."""
+    stubs = _optional_module("pyorb.stubs")
+    return [] if stubs is None else list(stubs.write_stubs(idl, output, include))
 
 
 def _optional_module(name: str) -> Any:
@@ -104,9 +102,15 @@ def _optional_module(name: str) -> Any:
 
 
 def _snapshot(directory: Path) -> dict[Path, int]:
+    """Modification times of what omniidl writes: top-level modules and packages
+    (not a walk of everything under the directory, which may be a whole tree)."""
     if not directory.is_dir():
         return {}
-    return {p: p.stat().st_mtime_ns for p in directory.rglob("*.py") if "__pycache__" not in p.parts}
+    files = list(directory.glob("*.py"))
+    for sub in directory.iterdir():
+        if (sub / "__init__.py").is_file():
+            files += [p for p in sub.rglob("*.py") if "__pycache__" not in p.parts]
+    return {p: p.stat().st_mtime_ns for p in files}
 
 
 # -- ior -------------------------------------------------------------------------
