@@ -36,13 +36,24 @@ def connect(ns: Any) -> Any:
     return orb.string_to_object(ns.ior)._narrow(bench.Sink)
 
 
+def first_call(target: SinkAsEcho) -> bool:
+    """Connect with one call before the window opens; say why it failed."""
+    from omniORB import CORBA
+    try:
+        return target.ping(1) == 1
+    except CORBA.Exception as exc:
+        print(f"omni_sink_client: first call failed: {exc!r}",
+              file=sys.stderr, flush=True)
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Connect, say "ready", run the load and print its JSON line."""
     import json
     ns = echo_client.parse_args(argv)
     sink = connect(ns)
     target = SinkAsEcho(sink)
-    ok = echo_client.ping_once(target)  # connects before the window opens
+    ok = first_call(target)
     print("ready" if ok else "failed", flush=True)
     if not ok:
         print(json.dumps({"threads": ns.threads, "calls": 0,
