@@ -17,13 +17,15 @@ close, a reset or silence.  Afterwards:
   by the kernel's;
 * it logged no traceback.
 
-The cases come from a fixed seed, so a failure replays.
+The cases come from a fixed seed, so a failure replays.  For a longer hunt,
+set PYORB_NETWORK_FUZZ_SEED (any integer) and PYORB_NETWORK_FUZZ_CONNECTIONS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -44,11 +46,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "fuzz" / "stats_server.py"
 BENCH = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
 
-SEED = 4_2026
+SEED = int(os.environ.get("PYORB_NETWORK_FUZZ_SEED", "42026"))
 MAX_MESSAGE_SIZE = 64 * 1024
 READ_TIMEOUT_S = 1.0  # the server's: silent half messages are dropped after it
 WARMUP_CONNECTIONS = 100
-CONNECTIONS = 450
+CONNECTIONS = int(os.environ.get("PYORB_NETWORK_FUZZ_CONNECTIONS", "450"))
 CONCURRENCY = 100
 MIN_MESSAGES = 2000  # the run must really send thousands
 CASE_DEADLINE_S = 10.0  # a connection still open by then is a hang
