@@ -7,6 +7,7 @@ interop IDL's types.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -115,6 +116,21 @@ def test_console_script_and_module_agree() -> None:
 def test_usage_errors_are_one_line_with_status_2(args: list[str], message: str) -> None:
     line = one_line_error(pyorb(*args), code=2)
     assert message in line
+
+
+def test_demo_runs_through_the_command() -> None:
+    done = pyorb("demo", "--clients", "20", "--seconds", "0.5", "--delay", "0.05")
+    assert done.returncode == 0, done.stderr
+    assert "errors or wrong replies" in done.stdout and "throughput" in done.stdout
+
+
+def test_loadtest_group_is_mounted() -> None:
+    if importlib.util.find_spec("pyorb.loadtest.cli") is None:
+        pytest.skip("pyorb.loadtest.cli is not in this tree")
+    done = pyorb("loadtest", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "client-scalability" in done.stdout
+    assert "No such command 'nope'" in one_line_error(pyorb("loadtest", "nope"), code=2)
 
 
 # -- compile ---------------------------------------------------------------------
@@ -272,12 +288,12 @@ def test_serve_with_a_model_prints_stats_and_stops_on_sigterm(servant_file: Path
         done = pyorb("call", f"@{ior_file}", "get_quote", "XYZ", "--idl", str(STOCK_IDL))
         assert done.stdout == "3\n", done.stderr
         server.proc.send_signal(signal.SIGTERM)
-        rest, _ = server.proc.communicate(timeout=30)
+        server.proc.wait(30)
+        stats = server.stderr()
     finally:
         status = server.stop()
     assert status == 0
-    text = rest.decode()
-    assert "thread_pool(2)" in text and "get_quote" in text, text
+    assert "thread_pool(2)" in stats and "get_quote" in stats, stats
 
 
 # -- call (omniORB server, the interop IDL) ---------------------------------------------

@@ -255,28 +255,15 @@ def serve_cmd(
 ) -> None:
     """Serve MODULE:SERVANT; print its IOR and corbaloc; stop on SIGINT/SIGTERM.
 
-    SIGUSR1 prints the server's statistics (when the server keeps them).
+    SIGUSR1 prints the server's dispatch statistics to stderr, as does the exit.
     """
     from pyorb.cli import serve
+    from pyorb.servers import runner
 
     opts = serve.ServeOptions(target, tuple(idl), tuple(include), model, host, port, key, ior_file, stdin_eof)
-    _run_async(serve.serve(opts, lambda line: print(line, flush=True), _print_stats))
-
-
-def _print_stats(server: Any) -> None:
-    stats = getattr(server, "stats", None)
-    if callable(stats):
-        out.print(stats().table())
-
-
-def _run_async(coro: Any) -> Any:
-    import asyncio
-
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+    code = runner.run(lambda: serve.serve(opts))
+    if code:
+        raise typer.Exit(code)
 
 
 # -- demo ------------------------------------------------------------------------
@@ -303,7 +290,7 @@ def _add_loadtest() -> None:
     # The load-test package owns its sub-app; without it (or its extra) there is no such command.
     module = _optional_module("pyorb.loadtest.cli")
     if module is not None:
-        app.add_typer(module.app, name="loadtest", help="Load-test sweeps (pyorb[loadtest]).")
+        app.add_typer(module.app, name="loadtest")
 
 
 _add_loadtest()

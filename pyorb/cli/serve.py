@@ -1,4 +1,8 @@
-"""``pyorb serve MODULE:Servant``: serve one servant until SIGINT or SIGTERM."""
+"""``pyorb serve MODULE:Servant``: serve one servant until SIGINT or SIGTERM.
+
+Lifetime, announcement and statistics are the papers' servers' own
+(:mod:`pyorb.servers.runner`), so every pyorb server process behaves alike.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,14 @@ import asyncio
 import importlib
 import importlib.util
 import os
-import signal
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import pyorb
-
-# Hard limit on a clean close (pending replies, open connections) at exit.
-SHUTDOWN_GRACE_S = 10.0
+from pyorb.servers import runner
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def strategy(model: str | None) -> Any:
     raise ValueError(f"unknown model {model!r}: this pyorb serves only 'reactive' (on the event loop)")
 
 
-async def serve(opts: ServeOptions, emit: Callable[[str], None], show_stats: Callable[[Any], None]) -> None:
+async def serve(opts: ServeOptions) -> int:
     """Start the server, announce the reference, serve until told to stop."""
     for path in opts.idl:
         pyorb.load_idl(path, opts.include_dirs)
@@ -104,47 +104,19 @@ async def serve(opts: ServeOptions, emit: Callable[[str], None], show_stats: Cal
     await server.start()
     try:
         key = server.activate(servant, opts.key or type(servant).__name__)
-        ior = server.ior(key)
-        if opts.ior_file is not None:
-            opts.ior_file.write_text(ior + "\n")
-        emit(ior)
-        emit(server.corbaloc(key))
-        await _wait_for_stop(opts.stop_on_stdin_eof, lambda: show_stats(server))
+        runner.announce(server.ior(key), server.corbaloc(key), opts.ior_file)
+        await runner.wait_for_stop(opts.stop_on_stdin_eof, lambda: _print_stats(server))
     finally:
-        await _close(server)
-    show_stats(server)
-
-
-async def _close(server: Any) -> None:
-    try:
-        await asyncio.wait_for(server.close(), SHUTDOWN_GRACE_S)
-    except asyncio.TimeoutError:
-        pass
-
-
-async def _wait_for_stop(watch_stdin: bool, on_usr1: Callable[[], None]) -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, on_usr1)
-    if watch_stdin:
-        threading.Thread(target=_watch_stdin, args=(loop, stop), daemon=True, name="stdin-watch").start()
-    try:
-        await stop.wait()
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-            loop.remove_signal_handler(signum)
-
-
-def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    # Raw reads in a thread: stdin may be a file, which event loops refuse to watch.
-    try:
-        while os.read(0, 4096):
+        try:
+            await asyncio.wait_for(server.close(), runner.SHUTDOWN_GRACE_S)
+        except asyncio.TimeoutError:
             pass
-    except OSError:
-        pass
-    try:
-        loop.call_soon_threadsafe(stop.set)
-    except RuntimeError:  # the loop has closed
-        pass
+    _print_stats(server)
+    return 0
+
+
+def _print_stats(server: Any) -> None:
+    # Servers without dispatch statistics (older pyorb) print nothing.
+    stats = getattr(server, "stats", None)
+    if callable(stats):
+        runner.print_stats(stats(), "pyorb serve")
