@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,7 @@ from typing import Iterator
 
 import pytest
 
-from pyorb.giop.ior import ORB_TYPE_OMNIORB, build_ior
+from pyorb.giop.ior import IOR, ORB_TYPE_OMNIORB, IIOPProfile, TaggedComponent, TaggedProfile, build_ior
 from pyorb.testkit import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +142,8 @@ def test_compile_writes_the_modules(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "Stock" / "__init__.py").is_file()
     assert (tmp_path / "Stock__POA" / "__init__.py").is_file()
-    listed = {line.strip("│ ") for line in done.stdout.splitlines() if str(tmp_path) in line and "compiled" not in line}
+    rows = [line for line in done.stdout.splitlines() if str(tmp_path) in line and "compiled" not in line]
+    listed = {row.strip("│ ") for row in rows}
     assert str(tmp_path / "Stock" / "__init__.py") in listed, done.stdout
     assert all(Path(p).is_file() for p in listed), listed
     # the modules import and define the interface
@@ -185,6 +187,16 @@ def test_ior_of_an_omniorb_server(omni_types: ServerProcess) -> None:
     tags = {c["tag"]: c for c in profile["components"]}
     assert tags["TAG_ORB_TYPE"]["orb_type"].startswith("omniORB")
     assert tags["TAG_CODE_SETS"]["char"]["native"] == "UTF-8"
+
+
+def test_ior_shows_unknown_profiles_and_components_raw() -> None:
+    iiop = IIOPProfile((1, 2), "127.0.0.1", 2809, b"K", (TaggedComponent(0x1234, b"ab"),))
+    ref = IOR("IDL:X:1.0", (TaggedProfile(99, b"\x01\x02"), iiop)).to_string()
+    done = pyorb("ior", "--json", ref)
+    assert done.returncode == 0, done.stderr
+    profiles = json.loads(done.stdout)["profiles"]
+    assert profiles[0] == {"tag": "99", "data": "0102"}
+    assert profiles[1]["components"] == [{"tag": "0x00001234", "data": "6162"}]
 
 
 def test_ior_json_of_a_corbaloc_url() -> None:
@@ -248,6 +260,23 @@ def test_call_unreachable_reference_is_transient() -> None:
     ref = build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", 1, b"Quoter").to_string()
     line = one_line_error(pyorb("call", ref, "get_quote", "A", "--idl", str(STOCK_IDL)))
     assert line == "error: CORBA.TRANSIENT (minor 0, completed NO): cannot reach 127.0.0.1:1"
+
+
+def test_call_unknown_object_key(quoter: ServerProcess) -> None:
+    wrong = quoter.corbaloc.replace("/Quoter", "/NoSuchKey")
+    line = one_line_error(pyorb("call", wrong, "get_quote", "A", "--idl", str(STOCK_IDL),
+                                "--interface", "Stock::Quoter"))
+    assert line.startswith("error: CORBA.OBJECT_NOT_EXIST") and "no object with this key" in line
+
+
+def test_call_timeout_on_a_silent_server() -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog does) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        ref = build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", port, b"Quoter").to_string()
+        line = one_line_error(pyorb("call", ref, "get_quote", "A", "--idl", str(STOCK_IDL), "--timeout", "0.5"))
+    assert line == f"error: CORBA.TIMEOUT (minor 0, completed MAYBE): no reply from 127.0.0.1:{port} within 0.5 s"
 
 
 def test_call_type_id_missing_from_the_idl(quoter: ServerProcess) -> None:

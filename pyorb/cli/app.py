@@ -311,7 +311,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         code = command.main(list(argv) if argv is not None else None, prog_name="pyorb", standalone_mode=False)
     except typer.TyperException as exc:  # click's errors: usage (exit 2) and others
         return _usage_error(exc)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
+        _error("interrupted")
         return 130
     except Exception as exc:
         if _show_traceback or not isinstance(exc, (*EXPECTED_ERRORS, _call_error())):
