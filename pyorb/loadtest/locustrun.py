@@ -1,0 +1,75 @@
+"""Locust, headless, in a subprocess; its CSV statistics read back.
+
+Locust must never be imported here (it monkey-patches the process with
+gevent): the driver runs ``locust -f loadtests/locustfiles/sink_sweep.py
+--headless --csv ... --csv-full-history`` and reads
+``*_stats_history.csv`` (one row a second with the running request count:
+throughput over the steady window) and ``*_stats.csv`` (percentiles of the
+whole run, Locust's only form).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyorb
+
+LOCUSTFILE = Path(pyorb.__file__).resolve().parents[1] / "loadtests" / "locustfiles" / "sink_sweep.py"
+
+
+def available() -> bool:
+    """Whether Locust and the sweep's locustfile are here (a source checkout)."""
+    return LOCUSTFILE.exists() and shutil.which("locust") is not None
+
+
+def command(users: int, run_time_s: int, csv_prefix: Path) -> list[str]:
+    locust = shutil.which("locust") or "locust"
+    spawn = max(1, min(users, 500))
+    return [locust, "-f", str(LOCUSTFILE), "--headless", "-u", str(users), "-r", str(spawn),
+            "-t", f"{run_time_s}s", "--csv", str(csv_prefix), "--csv-full-history", "--only-summary",
+            "--stop-timeout", "5", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
+
+
+def environment(ref: str, requests: int, timeout: float) -> dict[str, str]:
+    return {**os.environ, "PYORB_SINK_REF": ref, "PYORB_REQUESTS": str(requests), "PYORB_TIMEOUT": str(timeout)}
+
+
+def read_results(csv_prefix: Path, warmup_s: float) -> dict[str, Any]:
+    """Throughput over the steady window (after all users started and ``warmup_s``), percentiles, errors."""
+    history = [r for r in _rows(Path(f"{csv_prefix}_stats_history.csv")) if r.get("Name") == "Aggregated"]
+    totals = [r for r in _rows(Path(f"{csv_prefix}_stats.csv")) if r.get("Name") == "Aggregated"]
+    if not history or not totals:
+        raise RuntimeError(f"Locust wrote no statistics ({csv_prefix}_stats*.csv)")
+    target = max(int(r["User Count"]) for r in history)
+    started = next(int(r["Timestamp"]) for r in history if int(r["User Count"]) >= target)
+    steady = [r for r in history if int(r["Timestamp"]) >= started + warmup_s]
+    if len(steady) < 2:
+        steady = history[-2:]
+    first, last = steady[0], steady[-1]
+    seconds = max(int(last["Timestamp"]) - int(first["Timestamp"]), 1)
+    errors = int(last["Total Failure Count"]) - int(first["Total Failure Count"])
+    calls = int(last["Total Request Count"]) - int(first["Total Request Count"]) - errors  # Locust counts both
+    total = totals[0]
+    return {"calls": calls, "errors": errors, "seconds": seconds, "throughput": calls / seconds,
+            "min_ms": _num(total, "Min Response Time"), "mean_ms": _num(total, "Average Response Time"),
+            "p50_ms": _num(total, "50%"), "p90_ms": _num(total, "90%"), "p99_ms": _num(total, "99%"),
+            "max_ms": _num(total, "Max Response Time"), "jitter_ms": math.nan}
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _num(row: dict[str, str], key: str) -> float:
+    try:
+        return float(row[key])
+    except (KeyError, ValueError):
+        return math.nan
