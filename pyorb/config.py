@@ -33,6 +33,16 @@ class Config:
     """Byte order of the messages the client sends (servers answer in the request's order)."""
     max_forwards: int = 8
     """LOCATION_FORWARD hops a client follows for one call before giving up with TRANSIENT."""
+    max_pending_calls: int = 100_000
+    """Calls one client connection may have awaiting replies; beyond it a call fails at once with IMP_LIMIT."""
+    max_connections: int = 10_000
+    """Client connections a server keeps; a connection beyond it gets CloseConnection (its client retries)."""
+    max_requests_per_connection: int = 10_000
+    """Requests of one connection in servant code or queued; at the limit the server stops reading it."""
+    max_requests: int = 100_000
+    """Requests in servant code or queued across the server; at the limit it stops reading the busiest connections."""
+    idle_timeout: float | None = 180.0
+    """Seconds a server connection with nothing in flight may stay silent before CloseConnection (None: never)."""
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:
@@ -46,6 +56,11 @@ class Config:
             raise ValueError(f"call_timeout must be positive or None, got {self.call_timeout}")
         if self.giop_version not in SUPPORTED_VERSIONS:
             raise ValueError(f"giop_version must be one of {SUPPORTED_VERSIONS}, got {self.giop_version}")
+        for name in ("max_pending_calls", "max_connections", "max_requests_per_connection", "max_requests"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.idle_timeout is not None and self.idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive or None, got {self.idle_timeout}")
         if self.max_forwards < 0:
             raise ValueError(f"max_forwards must not be negative, got {self.max_forwards}")
 

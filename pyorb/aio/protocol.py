@@ -14,6 +14,7 @@ import logging
 import threading
 from typing import Any, cast
 
+from pyorb.aio.flow import ReadGate
 from pyorb.config import Config
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
@@ -44,6 +45,8 @@ class GIOPProtocol(asyncio.Protocol):
         self._read_timer: asyncio.TimerHandle | None = None
         self._closing = False
         self._closed: asyncio.Future[None] = self.loop.create_future()
+        self.last_activity = self.loop.time()
+        self.reading = ReadGate(self._pause_reading, self._resume_reading)
 
     # -- subclass hooks ------------------------------------------------------
     def message_received(self, message: Message) -> None:
@@ -59,11 +62,17 @@ class GIOPProtocol(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
 
     def data_received(self, data: bytes) -> None:
+        self.last_activity = self.loop.time()
+        self.core.receive_data(data)
+        self._process()
+
+    def _process(self) -> None:
+        """Handle the complete messages the core holds, unless reading is held."""
         core = self.core
-        core.receive_data(data)
+        gate = self.reading
         self._flush_pending = True  # replies made while handling this batch go out together
         try:
-            while True:
+            while not gate.closed:
                 event = core.next_event()
                 if event is NEED_DATA or event is CLOSED:
                     break
@@ -74,6 +83,17 @@ class GIOPProtocol(asyncio.Protocol):
             self._flush()
         if core.in_progress or self._read_timer is not None:
             self._watch_partial()
+
+    # Messages already received stay in the core while reading is held.
+    def _pause_reading(self) -> None:
+        self._cancel_read_timer()  # a stall we cause is not the peer's
+        if self.transport is not None and not self._closing:
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.transport is not None and not self._closing:
+            self.transport.resume_reading()
+            self.loop.call_soon(self._process)
 
     def eof_received(self) -> bool | None:
         try:
@@ -151,7 +171,7 @@ class GIOPProtocol(asyncio.Protocol):
     def _watch_partial(self) -> None:
         # A peer that sends half a message (or a fragment train with no end)
         # must not hold the connection and its buffer forever.
-        if self.core.in_progress and not self._closing:
+        if self.core.in_progress and not self._closing and not self.reading.closed:
             if self._read_timer is None:
                 self._read_timer = self.loop.call_later(self.config.read_timeout, self._read_timed_out)
         else:

@@ -34,6 +34,10 @@ class ClientConnection(GIOPProtocol):
         if not self.is_open:
             inv.fail(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO))
             return
+        if len(self.pending) >= self.config.max_pending_calls:
+            # Bounded memory: the caller learns at once instead of queueing without end.
+            inv.fail(CORBA.IMP_LIMIT(0, CORBA.COMPLETED_NO))
+            return
         try:
             rid, data = self.writer.request(inv.op, inv.args, object_key, version)
         except CORBA.SystemException as exc:

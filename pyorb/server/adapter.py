@@ -24,6 +24,7 @@ class Route(NamedTuple):
     entry: OpEntry
     strategy: Strategy
     stats: Recorder
+    deadline: float | None
 
 
 class Binding(NamedTuple):
@@ -57,13 +58,18 @@ class ObjectAdapter:
         *,
         strategy: str | Strategy | None = None,
         operations: Mapping[str, str | Strategy] | None = None,
+        deadline: float | None = None,
+        deadlines: Mapping[str, float] | None = None,
     ) -> bytes:
         """Serve ``servant`` under ``key`` (a fresh one if None); returns the key.
 
         ``strategy`` overrides the adapter's default for this servant and
         ``operations`` (operation name to strategy) for single operations.
-        Raises ValueError for an active key, a bad strategy spec or an
-        operation the servant's interface does not have.
+        ``deadline`` (seconds, every operation) and ``deadlines`` (per
+        operation) bound how long a request may take: then the client gets
+        CORBA.TIMEOUT and the servant's late reply is discarded.
+        Raises ValueError for an active key, a bad strategy spec or deadline,
+        or an operation the servant's interface does not have.
         """
         info = servant_info(servant)
         if key is None:
@@ -72,21 +78,30 @@ class ObjectAdapter:
             key = key.encode()
         if key in self._servants:
             raise ValueError(f"object key {key!r} is already active")
-        self._servants[key] = Binding(servant, info, self._routes(info, strategy, operations or {}))
+        routes = self._routes(info, strategy, operations or {}, deadline, deadlines or {})
+        self._servants[key] = Binding(servant, info, routes)
         return key
 
     def _routes(
-        self, info: ServantInfo, strategy: str | Strategy | None, operations: Mapping[str, str | Strategy]
+        self,
+        info: ServantInfo,
+        strategy: str | Strategy | None,
+        operations: Mapping[str, str | Strategy],
+        deadline: float | None,
+        deadlines: Mapping[str, float],
     ) -> dict[str, Route]:
-        unknown = sorted(set(operations) - set(info.declared))
+        unknown = sorted((set(operations) | set(deadlines)) - set(info.declared))
         if unknown:
             raise ValueError(f"{info.type_id} has no operation {', '.join(unknown)}")
+        for value in (deadline, *deadlines.values()):
+            if value is not None and not value > 0:
+                raise ValueError(f"a deadline must be a positive number of seconds, got {value!r}")
         default = self.default if strategy is None else self.registry.get(strategy)
         routes = {}
         for name, entry in info.ops.items():
             spec = operations.get(name)
             chosen = default if spec is None else self.registry.get(spec)
-            routes[name] = Route(entry, chosen, self._op_recorder(info, name))
+            routes[name] = Route(entry, chosen, self._op_recorder(info, name), deadlines.get(name, deadline))
         return routes
 
     def _op_recorder(self, info: ServantInfo, op: str) -> Recorder:

@@ -16,6 +16,7 @@ from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import Role
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import (
+    GIOP_1_0,
     CancelRequest,
     CloseConnection,
     LocateReply,
@@ -28,6 +29,7 @@ from pyorb.giop.messages import (
 )
 from pyorb.server.adapter import BUILTIN_NAMES, IS_A, ObjectAdapter
 from pyorb.server.dispatch import Call
+from pyorb.server.load import ServerLoad
 from pyorb.server.reply import ReplySink, encode_reply
 from pyorb.server.servant import ServantInfo, Style
 
@@ -54,12 +56,27 @@ class ServerConnection(GIOPProtocol):
         adapter: ObjectAdapter,
         objref_converter: ObjrefConverter,
         on_closed: Callable[[ServerConnection], None],
+        load: ServerLoad,
+        refuse: bool = False,
     ) -> None:
         super().__init__(Role.SERVER, config)
         self.adapter = adapter
         self._convert = objref_converter
         self._on_closed = on_closed
+        self.load = load
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.max_message_size = config.max_message_size
+        self.in_flight = 0  # guarded by load's lock
+        self.draining = False
+        self._refuse = refuse
+        self._version = GIOP_1_0  # of the last request: CloseConnection speaks it
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._refuse:
+            log.warning("refusing connection from %s: %d connections open (max_connections)",
+                        self.peer, self.config.max_connections)
+            self.close_idle()
 
     # -- incoming messages ---------------------------------------------------
     def message_received(self, message: Message) -> None:
@@ -99,8 +116,12 @@ class ServerConnection(GIOPProtocol):
         if op.args.has_objrefs and entry.style is not Style.SYNC:
             args = op.args.convert_objrefs(args, self._convert)
         strategy = route.strategy
+        self._version = req.version
         call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian,
                     req.response_expected, self, route.stats, strategy.stats)
+        self.load.started(self)
+        if route.deadline is not None:
+            self.loop.call_later(route.deadline, call.expire)
         task = strategy.dispatch(call)
         if task is not None and req.response_expected:
             rid = req.request_id
@@ -177,16 +198,31 @@ class ServerConnection(GIOPProtocol):
     # server does this: a client that stopped reading replies while its
     # requests are stuck could deadlock with its server.)
     def pause_writing(self) -> None:
-        if self.transport is not None and self.is_open:
-            self.transport.pause_reading()
+        self.reading.hold("peer not reading")
 
     def resume_writing(self) -> None:
-        if self.transport is not None and self.is_open:
-            self.transport.resume_reading()
+        self.reading.release("peer not reading")
 
     # -- lifecycle -----------------------------------------------------------
+    def request_finished(self) -> None:
+        self.load.finished(self)
+
+    def drain(self) -> None:
+        """Take no new requests; close with CloseConnection once the last is answered."""
+        self.draining = True
+        self.reading.hold("draining")
+        if self.in_flight == 0:
+            self.close_idle()
+
+    def close_idle(self) -> None:
+        """Tell the client that no request is lost (CloseConnection), then close."""
+        if self.is_open:
+            self.send(codec.encode(CloseConnection(self._version)))
+            self.close()
+
     def closed(self, exc: BaseException | None) -> None:
         # Handlers of a vanished client still run to completion; their replies
         # are dropped by the closed channel.  Nothing here holds them.
         self.tasks.clear()
+        self.load.forget(self)
         self._on_closed(self)

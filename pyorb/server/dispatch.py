@@ -55,6 +55,7 @@ class Call(ReplySink):
         self.channel = channel
         self.done = False
         self.on_sent = None
+        self.expired = False
         self.servant = servant
         self.entry = entry
         self.args = args
@@ -81,6 +82,7 @@ class Call(ReplySink):
         wait, service = self.started_at - self.queued_at, now - self.started_at
         self.op_stats.finish(wait, service, failed)
         self.strategy_stats.finish(wait, service, failed)
+        self.channel.request_finished()
 
     def _undelivered(self) -> None:
         self.op_stats.drop()

@@ -25,8 +25,12 @@ class Channel(Protocol):
 
     loop: asyncio.AbstractEventLoop
     loop_thread: int
+    max_message_size: int
 
     def send(self, data: bytes) -> bool: ...
+
+    def request_finished(self) -> None:
+        """One of the connection's requests has its outcome (any thread)."""
 
 
 def encode_reply(
@@ -49,7 +53,8 @@ class ReplySink:
     nothing.  ``on_sent`` runs on the loop thread after the bytes are queued.
     """
 
-    __slots__ = ("request_id", "version", "little_endian", "op", "response_expected", "channel", "done", "on_sent")
+    __slots__ = ("request_id", "version", "little_endian", "op", "response_expected", "channel", "done", "on_sent",
+                 "expired")
 
     def __init__(
         self,
@@ -68,6 +73,7 @@ class ReplySink:
         self.channel = channel
         self.done = False
         self.on_sent: Callable[[], None] | None = None
+        self.expired = False
 
     def claim(self) -> None:
         """Mark the sink used; a second use is BAD_INV_ORDER for the caller."""
@@ -77,6 +83,9 @@ class ReplySink:
 
     def result(self, value: Any) -> None:
         if self.done:
+            if self.expired:  # past its deadline: the client has had TIMEOUT
+                log.debug("late reply to %s request %d discarded", self.op.name, self.request_id)
+                return
             raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
         self.done = True
         if not self.response_expected:
@@ -96,17 +105,19 @@ class ReplySink:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
             data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
             failed = True
+        self._deliver(data)  # before _finished: a draining connection closes after its last reply
         self._finished(failed)
-        self._deliver(data)
 
     def exception(self, exc: BaseException) -> None:
         """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
+        if self.expired:
+            log.debug("late exception for %s request %d discarded", self.op.name, self.request_id)
+            return
         self.claim()
         declared = isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions
+        if self.response_expected:
+            self._deliver(self.exception_bytes(exc))
         self._finished(not declared)
-        if not self.response_expected:
-            return
-        self._deliver(self.exception_bytes(exc))
 
     def _finished(self, failed: bool) -> None:
         """The outcome is decided (``failed``: a system exception); for statistics."""
@@ -130,8 +141,18 @@ class ReplySink:
     def _encode(self, status: ReplyStatus, pack: Callable[[int], bytes]) -> bytes:
         return encode_reply(self.request_id, status, self.version, self.little_endian, pack)
 
+    def expire(self) -> None:
+        """The request's deadline passed: the client gets TIMEOUT; a later reply is discarded."""
+        if not self.done:
+            self.exception(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE))
+            self.expired = True
+
     def _deliver(self, data: bytes) -> None:
         channel = self.channel
+        if len(data) > channel.max_message_size:
+            log.error("reply to %s request %d is %d bytes, over the %d-byte limit; sending MARSHAL",
+                      self.op.name, self.request_id, len(data), channel.max_message_size)
+            data = self._system_bytes(CORBA.MARSHAL(0, CORBA.COMPLETED_YES))
         if get_ident() == channel.loop_thread:
             self._send(data)
             return

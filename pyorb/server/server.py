@@ -12,6 +12,7 @@ from pyorb.giop import ior as iors
 from pyorb.server.adapter import ObjectAdapter
 from pyorb.server.connection import ServerConnection
 from pyorb.server.dispatch import Strategy
+from pyorb.server.load import ServerLoad
 from pyorb.server.stats import ServerStats
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ class Server:
         self._reuse_port = reuse_port
         self._convert = objref_converter or (lambda ref: ref)
         self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self.connections: set[ServerConnection] = set()
+        self.load = ServerLoad(config, self.connections)
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> None:
@@ -67,30 +70,64 @@ class Server:
             self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None
         )
         self._port = self._server.sockets[0].getsockname()[1]
+        if self.config.idle_timeout is not None:
+            self._sweeper = loop.create_task(self._close_idle_connections(self.config.idle_timeout))
         log.info("pyorb server listening on %s:%d", self._host, self._port)
 
     def _make_connection(self) -> ServerConnection:
-        conn = ServerConnection(self.config, self.adapter, self._convert, self._connection_closed)
+        if len(self.connections) >= self.config.max_connections:
+            return ServerConnection(self.config, self.adapter, self._convert, lambda c: None, self.load, refuse=True)
+        conn = ServerConnection(self.config, self.adapter, self._convert, self._connection_closed, self.load)
         self.connections.add(conn)
         return conn
+
+    async def _close_idle_connections(self, idle: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(idle / 4, 10.0))
+            now = loop.time()
+            for conn in list(self.connections):
+                if conn.in_flight == 0 and not conn.core.in_progress and now - conn.last_activity > idle:
+                    log.info("closing connection from %s: idle for %.0f s", conn.peer, now - conn.last_activity)
+                    conn.close_idle()
 
     def _connection_closed(self, conn: ServerConnection) -> None:
         self.connections.discard(conn)
         self.adapter.registry.connection_closed(conn)
 
-    async def close(self) -> None:
-        """Stop accepting and close every connection."""
+    async def close(self, grace: float = 0.0) -> None:
+        """Stop accepting, then close every connection.
+
+        Idle connections get CloseConnection at once (their clients retry
+        elsewhere or later: TRANSIENT, completed NO).  Connections with
+        requests in flight read no more requests and get up to ``grace``
+        seconds to answer them before CloseConnection; after that they are
+        closed and late replies are dropped.
+        """
         if self._server is None:
             return
         self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         conns = list(self.connections)
         for conn in conns:
-            conn.close()
+            conn.drain()
+        busy = [asyncio.ensure_future(c.wait_closed()) for c in conns if c.is_open] if grace > 0 else []
+        if busy:
+            await asyncio.wait(busy, timeout=grace)
+        for conn in conns:
+            if conn.is_open:
+                log.warning("closing connection from %s with %d requests unanswered", conn.peer, conn.in_flight)
+                for task in list(conn.tasks.values()):
+                    task.cancel()
+                conn.close()
         await asyncio.gather(*(c.wait_closed() for c in conns))
         await self._server.wait_closed()
         self._server = None
-        # Joining dispatcher threads may wait for servant code: not on the loop.
-        await asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
+        # Joining dispatcher threads may wait for servant code: not on the loop,
+        # and not for long (they are daemon threads; a stuck servant is logged).
+        joining = asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
+        await asyncio.wait([joining], timeout=1.0)
 
     async def __aenter__(self) -> Server:
         await self.start()
@@ -117,13 +154,19 @@ class Server:
         *,
         strategy: str | Strategy | None = None,
         operations: Mapping[str, str | Strategy] | None = None,
+        deadline: float | None = None,
+        deadlines: Mapping[str, float] | None = None,
     ) -> bytes:
         """Serve ``servant`` under ``key``; returns the object key.
 
         ``strategy`` overrides the server's default strategy for this servant,
         ``operations`` maps single operation names to their own strategy.
+        ``deadline`` (all operations) and ``deadlines`` (per operation) are
+        time limits in seconds: past it the client gets CORBA.TIMEOUT and the
+        servant's late reply is discarded.
         """
-        return self.adapter.activate(servant, key, strategy=strategy, operations=operations)
+        return self.adapter.activate(servant, key, strategy=strategy, operations=operations, deadline=deadline,
+                                     deadlines=deadlines)
 
     def stats(self) -> ServerStats:
         """A snapshot of dispatch statistics per strategy and per operation."""

@@ -111,7 +111,7 @@ async def serve(ns: argparse.Namespace, model: Model) -> int:
                 runner.announce(server.ior(key), server.corbaloc(key), ns.ior_file)
                 await runner.wait_for_stop(not ns.no_stdin_watch, lambda: runner.print_stats(server.stats(), title))
             finally:
-                await asyncio.wait_for(server.close(), runner.SHUTDOWN_GRACE_S)
+                await server.close(grace=runner.DRAIN_GRACE_S)
                 runner.print_stats(server.stats(), title)
     return 0
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Coroutine, NoReturn, Sequence
 
 SHUTDOWN_GRACE_S = 10.0
+DRAIN_GRACE_S = 5.0
+"""Seconds a stopping server gives requests in flight to finish (graceful shutdown)."""
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,0 +1,37 @@
+"""Reading flow control: one switch, several reasons to hold it.
+
+A connection stops reading when any reason holds (its peer does not read
+our replies, too many of its requests are in flight, the server is draining)
+and reads again when the last reason is released.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class ReadGate:
+    """Calls ``pause`` when the first reason is held and ``resume`` when the last is released."""
+
+    __slots__ = ("_reasons", "_pause", "_resume")
+
+    def __init__(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
+        self._reasons: set[str] = set()
+        self._pause = pause
+        self._resume = resume
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._reasons)
+
+    def hold(self, reason: str) -> None:
+        if reason not in self._reasons:
+            self._reasons.add(reason)
+            if len(self._reasons) == 1:
+                self._pause()
+
+    def release(self, reason: str) -> None:
+        if reason in self._reasons:
+            self._reasons.discard(reason)
+            if not self._reasons:
+                self._resume()

@@ -1,0 +1,271 @@
+"""Server limits, deadlines and graceful shutdown (issue #4), with real connections.
+
+The server runs on its own loop thread; each pyorb ``Client`` is one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+from omniORB import CORBA
+
+import pyorb
+from pyorb.testing import LoopThread
+
+bench = pyorb.load_idl("idl/bench.idl")
+interop = pyorb.load_idl("idl/interop.idl")
+Bench, Bench__POA = bench.Bench, bench.Bench__POA
+
+
+class HeldSink(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+    """work(0) returns at once; any other token waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.active = 0
+        self.max_active = 0
+
+    def work(self, token: int) -> int:
+        with self.lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            if token:
+                assert self.release.wait(10)
+        finally:
+            with self.lock:
+                self.active -= 1
+        return token
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    with LoopThread() as lt:
+        yield lt
+
+
+class Running:
+    def __init__(self, lt: LoopThread, server: pyorb.Server) -> None:
+        self.lt, self.server = lt, server
+
+    def activate(self, servant: Any, key: str, **kw: Any) -> str:
+        async def act() -> str:
+            return self.server.corbaloc(self.server.activate(servant, key, **kw))
+        return self.lt.run(act())
+
+    async def close(self, grace: float = 0.0) -> None:
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.server.close(grace), self.lt.loop))
+
+
+@pytest.fixture
+def serve(loop_thread: LoopThread) -> Iterator[Any]:
+    servers: list[pyorb.Server] = []
+
+    def start(strategy: str = "thread_pool(8)", **config: Any) -> Running:
+        async def go() -> pyorb.Server:
+            server = pyorb.Server(strategy=strategy, config=pyorb.Config(**config))
+            await server.start()
+            return server
+        server = loop_thread.run(go())
+        servers.append(server)
+        return Running(loop_thread, server)
+
+    yield start
+    for server in servers:
+        loop_thread.run(server.close())
+
+
+@pytest_asyncio.fixture
+async def clients() -> AsyncIterator[Any]:
+    made: list[pyorb.Client] = []
+
+    def make(n: int, **config: Any) -> list[pyorb.Client]:
+        new = [pyorb.Client(pyorb.Config(**config)) for _ in range(n)]
+        made.extend(new)
+        return new
+
+    yield make
+    await asyncio.gather(*(c.close() for c in made))
+
+
+async def until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
+@pytest.mark.asyncio
+async def test_requests_per_connection_limit_stops_reading_and_loses_nothing(serve: Any, clients: Any) -> None:
+    sink = HeldSink()
+    running = serve(max_requests_per_connection=3)
+    ref = running.activate(sink, "sink")
+    (client,) = clients(1)
+    proxy = client.resolve(ref, Bench.Sink)
+    calls = [asyncio.ensure_future(proxy.work(i + 1)) for i in range(10)]
+    await until(lambda: sink.active == 3)
+    await asyncio.sleep(0.2)  # would the server take more? it must not
+    assert sink.active == 3 and running.server.load.total == 3
+    sink.release.set()
+    assert await asyncio.gather(*calls) == list(range(1, 11))
+    assert sink.max_active == 3
+
+
+@pytest.mark.asyncio
+async def test_server_wide_request_limit(serve: Any, clients: Any) -> None:
+    sink = HeldSink()
+    ref = serve(max_requests=4).activate(sink, "sink")
+    calls = [asyncio.ensure_future(c.resolve(ref, Bench.Sink).work(1)) for c in clients(3) for _ in range(3)]
+    await until(lambda: sink.active == 4)
+    await asyncio.sleep(0.2)
+    assert sink.active == 4
+    sink.release.set()
+    assert await asyncio.gather(*calls) == [1] * 9
+    assert sink.max_active == 4
+
+
+@pytest.mark.asyncio
+async def test_connections_beyond_the_limit_get_close_connection(serve: Any, clients: Any) -> None:
+    running = serve(max_connections=2)
+    ref = running.activate(HeldSink(), "sink")
+    first, second, third = clients(3)
+    assert await first.resolve(ref, Bench.Sink).work(0) == 0
+    assert await second.resolve(ref, Bench.Sink).work(0) == 0
+    with pytest.raises((CORBA.TRANSIENT, CORBA.COMM_FAILURE)) as info:
+        await third.resolve(ref, Bench.Sink).work(0)
+    assert info.value.completed == CORBA.COMPLETED_NO
+    await first.close()
+    await until(lambda: len(running.server.connections) == 1)
+    assert await third.resolve(ref, Bench.Sink).work(0) == 0  # room again: it reconnects
+
+
+@pytest.mark.asyncio
+async def test_idle_connections_are_closed_and_clients_reconnect(serve: Any, clients: Any) -> None:
+    running = serve(idle_timeout=0.3)
+    ref = running.activate(HeldSink(), "sink")
+    (client,) = clients(1)
+    proxy = client.resolve(ref, Bench.Sink)
+    assert await proxy.work(0) == 0
+    assert len(running.server.connections) == 1
+    await until(lambda: not running.server.connections, timeout=5)
+    assert await proxy.work(0) == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("style", ["sync", "amh"])
+async def test_an_operation_deadline_gives_timeout_and_drops_the_late_reply(
+    serve: Any, clients: Any, style: str
+) -> None:
+    replied = threading.Event()
+    errors: list[BaseException] = []
+
+    class SlowSync(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+        def work(self, token: int) -> int:
+            time.sleep(0.4)
+            replied.set()
+            return token
+
+    class SlowAMH(pyorb.amh_skeleton(Bench__POA.Sink)):  # type: ignore[misc]
+        async def work(self, rh: Any, token: int) -> None:
+            await asyncio.sleep(0.4)
+            try:
+                rh.work(token)  # late: discarded without an error
+            except Exception as exc:  # pragma: no cover - the failure we test for
+                errors.append(exc)
+            replied.set()
+
+    running = serve()
+    ref = running.activate(SlowSync() if style == "sync" else SlowAMH(), "slow", deadlines={"work": 0.1})
+    (client,) = clients(1)
+    started = time.monotonic()
+    with pytest.raises(CORBA.TIMEOUT):
+        await client.resolve(ref, Bench.Sink).work(5, timeout=5)
+    assert time.monotonic() - started < 0.35  # the deadline, not the servant, answered
+    await asyncio.get_running_loop().run_in_executor(None, replied.wait, 5)
+    await asyncio.sleep(0.05)
+    assert errors == []
+    (op,) = running.server.stats().operations
+    assert (op.served, op.failed, op.in_flight) == (1, 1, 0)
+
+
+def test_bad_deadlines_are_refused() -> None:
+    with pytest.raises(ValueError, match="deadline must be a positive"):
+        pyorb.Server().activate(HeldSink(), "x", deadline=0)
+    with pytest.raises(ValueError, match="has no operation nope"):
+        pyorb.Server().activate(HeldSink(), "x", deadlines={"nope": 1.0})
+
+
+@pytest.mark.asyncio
+async def test_graceful_close_finishes_requests_in_flight(serve: Any, clients: Any) -> None:
+    sink = HeldSink()
+    running = serve()
+    ref = running.activate(sink, "sink")
+    busy, idle = clients(2)
+    assert await idle.resolve(ref, Bench.Sink).work(0) == 0
+    in_flight = asyncio.ensure_future(busy.resolve(ref, Bench.Sink).work(7))
+    await until(lambda: sink.active == 1)
+    closing = asyncio.ensure_future(running.close(grace=10))
+    await until(lambda: len(running.server.connections) == 1)  # the idle one got CloseConnection
+    assert not closing.done()
+    late = asyncio.ensure_future(busy.resolve(ref, Bench.Sink).work(0))  # sent while draining: not read
+    await asyncio.sleep(0.1)
+    sink.release.set()
+    assert await in_flight == 7
+    with pytest.raises(CORBA.TRANSIENT) as info:  # never started: safe to retry elsewhere
+        await late
+    assert info.value.completed == CORBA.COMPLETED_NO
+    await asyncio.wait_for(closing, 10)
+    assert not running.server.connections
+
+
+@pytest.mark.asyncio
+async def test_close_gives_up_after_the_grace_period(serve: Any, clients: Any) -> None:
+    sink = HeldSink()
+    running = serve()
+    ref = running.activate(sink, "sink")
+    (client,) = clients(1)
+    in_flight = asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(7))
+    await until(lambda: sink.active == 1)
+    started = time.monotonic()
+    await running.close(grace=0.3)
+    assert 0.25 < time.monotonic() - started < 5
+    with pytest.raises(CORBA.COMM_FAILURE):
+        await in_flight
+    sink.release.set()
+
+
+@pytest.mark.asyncio
+async def test_a_reply_over_the_size_limit_is_marshal_for_the_caller(serve: Any, clients: Any) -> None:
+    class Types(interop.Interop__POA.Types):  # type: ignore[misc,valid-type]
+        def echo_blob(self, v: bytes) -> bytes:
+            return v * 1000
+
+    running = serve(max_message_size=8192)
+    ref = running.activate(Types(), "types")
+    (client,) = clients(1)
+    proxy = client.resolve(ref, interop.Interop.Types)
+    assert await proxy.echo_blob(b"ab") == b"ab" * 1000
+    with pytest.raises(CORBA.MARSHAL):
+        await proxy.echo_blob(b"abcdefghij")  # 10 kB reply
+    assert await proxy.echo_blob(b"c") == b"c" * 1000  # the connection survived
+
+
+@pytest.mark.asyncio
+async def test_the_client_bounds_its_pending_calls(serve: Any, clients: Any) -> None:
+    sink = HeldSink()
+    ref = serve().activate(sink, "sink")
+    (client,) = clients(1, max_pending_calls=5)
+    proxy = client.resolve(ref, Bench.Sink)
+    calls = [asyncio.ensure_future(proxy.work(1)) for _ in range(5)]
+    await until(lambda: sink.active == 5)
+    with pytest.raises(CORBA.IMP_LIMIT):
+        await proxy.work(1)
+    sink.release.set()
+    assert await asyncio.gather(*calls) == [1] * 5
+    assert await proxy.work(0) == 0
