@@ -22,6 +22,7 @@ from rich.console import Console
 
 import pyorb
 from pyorb.giop.errors import ProtocolError
+from pyorb.giop.ior import IOR, parse_reference
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ def ior_cmd(
     from pyorb.cli import call, iorview
 
     text = call.reference(_reference_text(ref), timeout)
-    ior = pyorb_ior(text)
+    ior = parse_reference(text)
     if as_json:
         out.print_json(json.dumps(iorview.describe(ior)))
     else:
@@ -168,46 +169,10 @@ def call_cmd(
     from pyorb.cli import call
 
     text = call.reference(_reference_text(ref), timeout)
-    ior = pyorb_ior(text)
-    call.load(idl, include)
-    iface = call.find_interface(ior, interface, idl)
-    ops = call.operations(iface)
-    if operation not in ops:
-        raise call.CallError(f"{_iface_name(iface)} has no operation {operation!r} "
-                             f"(operations: {', '.join(ops)})")
-    op = ops[operation]
-    try:
-        values = call.parse_args(op, args or [])
-    except call.CallError:  # say it again with the parameter names
-        op = call.named(ops, iface, idl, include)[operation]
-        values = call.parse_args(op, args or [])
-    if len(op.out_types or ()) > 1:  # results are labelled by parameter name
-        op = call.named(ops, iface, idl, include)[operation]
-    result = call.run(text, iface, op, values, timeout)
-    _print_results(op, call.results(op, result), as_json)
-
-
-def pyorb_ior(text: str) -> Any:
-    from pyorb.giop.ior import parse_reference
-
-    return parse_reference(text)
-
-
-def _iface_name(iface: type) -> str:
-    return str(getattr(iface, "_NP_RepositoryId", iface.__name__))
-
-
-def _print_results(op: Any, results: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        value: Any = results.get("result") if list(results) == ["result"] else results
-        print(json.dumps(value if results else None, ensure_ascii=False))
-        return
-    if op.oneway:
-        out.print(f"oneway {op.name} sent")
-        return
-    for name, value in results.items():
-        shown = value if isinstance(value, str) and len(results) == 1 else json.dumps(value, ensure_ascii=False)
-        print(shown if len(results) == 1 else f"{name} = {shown}")
+    iface, op, values = call.prepare(parse_reference(text), operation, args or [], idl, include, interface)
+    results = call.results(op, call.run(text, iface, op, values, timeout))
+    if results or as_json or op.oneway:  # a void operation that returned prints nothing
+        print(call.format_results(op, results, as_json))
 
 
 @app.command("ops")
@@ -216,19 +181,19 @@ def ops_cmd(
     idl: list[Path] = IdlOption,
     include: list[Path] = IncludeOption,
     interface: Optional[str] = typer.Option(None, "--interface", help="Module::Interface to list."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Seconds to wait for a naming service."),
 ) -> None:
     """List the operations of an interface with their IDL signatures."""
     from rich.table import Table
 
     from pyorb.cli import call
-    from pyorb.giop.ior import IOR
 
-    call.load(idl, include)
-    ior = pyorb_ior(_reference_text(ref)) if ref else IOR.nil()
     if ref is None and interface is None:
         raise call.CallError("give a reference or --interface Module::Interface")
+    ior = parse_reference(call.reference(_reference_text(ref), timeout)) if ref else IOR.nil()
+    call.load(idl, include)
     iface = call.find_interface(ior, interface, idl)
-    table = Table(title=_iface_name(iface), title_justify="left")
+    table = Table(title=call.interface_name(iface), title_justify="left")
     table.add_column("operation")
     table.add_column("signature")
     for name, op in call.named(call.operations(iface), iface, idl, include).items():

@@ -2,13 +2,15 @@
 
 The interface comes from the reference's type id (or ``--interface``), the
 operation's descriptor from the generated stub class, parameter names from
-omniidl's front end (:func:`pyorb.stubs.read_modules`), and each argument is parsed by :mod:`pyorb.cli.values`.
+omniidl's front end (:func:`pyorb.stubs.read_modules`), and each argument is
+parsed by :mod:`pyorb.cli.values`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import keyword
 import logging
 from dataclasses import dataclass, replace
@@ -207,6 +209,29 @@ def _signatures_for(interface: type, idl_files: Sequence[Path], include_dirs: Se
 # -- calling ---------------------------------------------------------------------
 
 
+def interface_name(iface: type) -> str:
+    return str(getattr(iface, "_NP_RepositoryId", iface.__name__))
+
+
+def prepare(ior: IOR, operation: str, texts: Sequence[str], idl_files: Sequence[Path],
+            include_dirs: Sequence[Path], interface: str | None) -> tuple[type, OpInfo, tuple[Any, ...]]:
+    """Load the IDL; the interface, the operation and its parsed arguments."""
+    load(idl_files, include_dirs)
+    iface = find_interface(ior, interface, idl_files)
+    ops = operations(iface)
+    if operation not in ops:
+        raise CallError(f"{interface_name(iface)} has no operation {operation!r} (operations: {', '.join(ops)})")
+    op = ops[operation]
+    try:
+        values = parse_args(op, texts)
+    except CallError:  # say it again with the parameter names
+        op = named(ops, iface, idl_files, include_dirs)[operation]
+        values = parse_args(op, texts)
+    if len(op.out_types or ()) > 1:  # results are labelled by parameter name
+        op = named(ops, iface, idl_files, include_dirs)[operation]
+    return iface, op, values
+
+
 def parse_args(op: OpInfo, texts: Sequence[str]) -> tuple[Any, ...]:
     """Each argument converted from its text by its IDL type."""
     if len(texts) != len(op.in_types):
@@ -275,9 +300,21 @@ def results(op: OpInfo, value: Any) -> dict[str, Any]:
     return {n: to_json(d, v) for n, d, v in zip(op.result_names(), outs, values)}
 
 
-def describe_user_exception(exc: CORBA.UserException, op: OpInfo) -> str:
-    import json
+def format_results(op: OpInfo, results: dict[str, Any], as_json: bool) -> str:
+    """What ``pyorb call`` prints: a single result as it is (JSON if not a
+    string), several as ``name = JSON`` lines; with ``as_json``, one JSON text."""
+    if as_json:
+        value = next(iter(results.values())) if len(results) == 1 else results or None
+        return json.dumps(value, ensure_ascii=False)
+    if op.oneway:
+        return f"oneway {op.name} sent"
+    if len(results) == 1:
+        (value,) = results.values()
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return "\n".join(f"{name} = {json.dumps(value, ensure_ascii=False)}" for name, value in results.items())
 
+
+def describe_user_exception(exc: CORBA.UserException, op: OpInfo) -> str:
     from omniORB import findType
 
     repo_id = exc._NP_RepositoryId
