@@ -404,3 +404,60 @@ def test_call_omniorb_oneway_then_read_back(omni_types: ServerProcess) -> None:
     back = pyorb("call", omni_types.corbaloc, "last_oneway", "--idl", str(INTEROP_IDL), "--interface",
                  "Interop::Types")
     assert (back.returncode, back.stdout) == (0, "ping\n"), back.stderr
+
+
+# -- argument parsing, in process (every conversion also goes through the marshaler) ----
+
+
+@pytest.fixture(scope="module")
+def interop_types() -> type:
+    import pyorb
+
+    return pyorb.load_idl(INTEROP_IDL).Interop.Types  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("op, text, shown", [
+    ("echo_short", "-32768", -32768),
+    ("echo_ushort", "0xffff", 65535),
+    ("echo_float", "-1.5", -1.5),
+    ("echo_char", "é", "é"),
+    ("echo_wchar", "日", "日"),
+    ("echo_color", "blue", "blue"),
+    ("echo_blob", "de:ad:be:ef", "deadbeef"),
+    ("echo_points", "[]", []),
+    ("echo_variant", '{"as_long": -5}', {"as_long": -5}),
+    ("echo_any", "null", None),
+    ("echo_any", "12345678901", 12345678901),
+    ("echo_matrix", "[[0, 0, 0], [1, 1, 1]]", [[0, 0, 0], [1, 1, 1]]),
+])
+def test_arguments_survive_the_marshaler(interop_types: type, op: str, text: str, shown: object) -> None:
+    from pyorb.cli.values import from_text, to_json
+    from pyorb.marshal import Operation
+
+    desc = getattr(interop_types, "_d_" + op)
+    codec = Operation(op, desc).args
+    value = from_text(desc[0][0], text)
+    (back,) = codec.unpack(codec.pack((value,), 0, True), 0, True)
+    assert to_json(desc[0][0], back) == shown
+
+
+@pytest.mark.parametrize("op, text, message", [
+    ("echo_short", "32768", "out of range for short"),
+    ("echo_ulong", "-1", "out of range for unsigned long"),
+    ("echo_boolean", "maybe", "expected boolean"),
+    ("echo_char", "日", "char holds one byte"),
+    ("echo_char", "ab", "one character"),
+    ("echo_string", "a\0b", "cannot contain NUL"),
+    ("echo_blob", "xyz", "hex digits"),
+    ("echo_blob", "@/no/such/file", "cannot read"),
+    ("echo_points", '[{"x": 1, "y": 2, "label": 3}]', "[0].label: expected string"),
+    ("echo_points", '{"x": 1}', "expected sequence<Point> (a JSON array)"),
+    ("echo_any", "[1, 2]", "an any is written as"),
+    ("echo_double", "1.2.3", "expected double"),
+])
+def test_argument_errors(interop_types: type, op: str, text: str, message: str) -> None:
+    from pyorb.cli.values import ArgumentError, from_text
+
+    with pytest.raises(ArgumentError) as caught:
+        from_text(getattr(interop_types, "_d_" + op)[0][0], text)
+    assert message in str(caught.value)
