@@ -68,7 +68,8 @@ def ami_smi(models: Sequence[str], calls: int, threads: int, window: int,
                 return Point("ami-smi", model, clients, 0.0, through_middle=False, mode=mode, client=client,
                              window=window_, calls=calls_, label=f"{client} {label}")
 
+            # Sequential synchronous throughput is the SMI sequential row's (calls / seconds).
             points += [p("smi", "SMI sequential", calls_=calls), p("sequential", "AMI sequential", calls_=calls),
-                       p("smi", "SMI 1 thread"), p("smi", f"SMI {threads} threads", clients=threads),
+                       p("smi", f"SMI {threads} threads", clients=threads),
                        p("pipelined", f"AMI pipelined ({window})", window_=window)]
     return points

@@ -50,6 +50,18 @@ def _lines(ax: Any, rows: Sequence[Row], x: str, y: Callable[[Row], float], grou
                     color=line.get_color())
 
 
+def _log_scales(ax: Any, x: bool, y: bool) -> None:
+    """Log axes where the data allow them (matplotlib refuses an axis with no positive value)."""
+    for line in ax.get_lines():
+        xs, ys = line.get_xdata(), line.get_ydata()
+        x = x and any(float(v) > 0 for v in xs)
+        y = y and any(float(v) > 0 and not math.isnan(float(v)) for v in ys)
+    if x:
+        ax.set_xscale("log")
+    if y:
+        ax.set_yscale("log")
+
+
 def _true(value: Any) -> bool:
     return value is True or str(value) == "True"
 
@@ -75,10 +87,11 @@ def plot_client_scalability(rows: Sequence[Row], path: Path) -> None:
         ns = sorted({int(r["clients"]) for r in mine})
         top.plot(ns, [n / (delay / 1000) for n in ns], "k:", label="ideal N/D")
         top.set(title=f"Client scalability, sink delay {delay:g} ms", xlabel="clients N",
-                ylabel="throughput (replies/s)", xscale="log", yscale="log")
+                ylabel="throughput (replies/s)")
+        _log_scales(top, True, True)
         _lines(bottom, mine, "clients", lambda r: float(r["server_threads"]))
-        bottom.set(title="Middle-tier threads (peak)", xlabel="clients N", ylabel="threads", xscale="log",
-                   yscale="log")
+        bottom.set(title="Middle-tier threads (peak)", xlabel="clients N", ylabel="threads")
+        _log_scales(bottom, True, True)
         top.legend(fontsize=7)
         top.grid(True, alpha=0.3)
         bottom.grid(True, alpha=0.3)
@@ -92,8 +105,8 @@ def plot_latency_scalability(rows: Sequence[Row], path: Path) -> None:
     delays = sorted({float(r["delay_ms"]) for r in rows if float(r["delay_ms"]) > 0})
     n = int(rows[0]["clients"])
     left.plot(delays, [n / (d / 1000) for d in delays], "k:", label="ideal N/D")
-    left.set(title=f"Latency scalability, {n} clients", xlabel="sink delay (ms)", ylabel="throughput (replies/s)",
-             yscale="log")
+    left.set(title=f"Latency scalability, {n} clients", xlabel="sink delay (ms)", ylabel="throughput (replies/s)")
+    _log_scales(left, False, True)
     _lines(right, rows, "delay_ms", lambda r: float(r["mean_ms"]))
     right.plot([0, *delays], [0, *delays], "k:", label="sink delay")
     right.set(title="Mean response time", xlabel="sink delay (ms)", ylabel="response time (ms)", yscale="symlog")
@@ -115,10 +128,11 @@ def plot_harkema(rows: Sequence[Row], path: Path) -> None:
     for col, load in enumerate(loads):
         mine = [r for r in rows if workload_name(r) == load]
         _lines(axes[0][col], mine, "clients", lambda r: float(r["throughput"]))
-        axes[0][col].set(title=f"Throughput, {load} (exponential)", xlabel="clients", ylabel="requests/s",
-                         xscale="log")
+        axes[0][col].set(title=f"Throughput, {load} (exponential)", xlabel="clients", ylabel="requests/s")
+        _log_scales(axes[0][col], True, False)
         _lines(axes[1][col], mine, "clients", lambda r: float(r["mean_ms"]))
-        axes[1][col].set(title="Mean response time", xlabel="clients", ylabel="ms", xscale="log", yscale="log")
+        axes[1][col].set(title="Mean response time", xlabel="clients", ylabel="ms")
+        _log_scales(axes[1][col], True, True)
         for ax in axes[:, col]:
             ax.grid(True, alpha=0.3)
         axes[0][col].legend(fontsize=7)
@@ -133,8 +147,8 @@ def plot_ami_smi(rows: Sequence[Row], path: Path) -> None:
     names = [f"{r['label']}\n→ {r['model']}" for r in seq]
     means = [float(r["mean_ms"]) for r in seq]
     left.barh(names, means, color=["tab:blue" if r["client"] == "pyorb" else "tab:gray" for r in seq])
-    left.set(title=f"Table 1: latency of sequential calls (mean)", xlabel="ms")
-    thr = [r for r in rows if not _is_table1(r)]
+    left.set(title="Table 1: latency of sequential calls (mean)", xlabel="ms")
+    thr = list(rows)  # the sequential rows' throughput is Table 2's sequential baseline
     right.barh([f"{r['label']}\n→ {r['model']}" for r in thr], [float(r["throughput"]) for r in thr],
                color=["tab:blue" if r["client"] == "pyorb" else "tab:gray" for r in thr])
     right.set(title="Table 2: throughput", xlabel="replies/s")
