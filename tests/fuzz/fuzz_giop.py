@@ -45,6 +45,7 @@ with atheris.instrument_imports(include=["pyorb.giop"]):
         decode,
         encode,
     )
+    from pyorb.giop import connection as giop_connection
     from pyorb.giop.cdr import CDRReader
     from pyorb.giop.ior import (
         IOR,
@@ -57,8 +58,11 @@ with atheris.instrument_imports(include=["pyorb.giop"]):
     from tests.fuzz.readers import CDR_READS, read_ior
 
 # Small limits, so that the fuzzer can reach them with short inputs.
-MAX_MESSAGE_SIZE = 2048
-MAX_FRAGMENT_TRAINS = 3
+MAX_MESSAGE_SIZE = 512
+MAX_FRAGMENT_TRAINS = 2
+# The receive buffer is compacted after 64 KiB of consumed input, more than
+# a fuzz input holds: make it happen between the chunks of short inputs too.
+giop_connection._COMPACT_AFTER = 16
 
 Outcome = tuple[list[Message], str | None]
 

@@ -2,7 +2,8 @@
 """Write the seed corpus of the GIOP fuzz target (tests/fuzz/corpus/).
 
 One valid message of every type the core decodes, in GIOP 1.0, 1.1 and 1.2
-and both byte orders; fragment trains of GIOP 1.1 and 1.2 (one file holds a
+and both byte orders; GIOP 1.2 requests addressed by profile and by
+reference; fragment trains of GIOP 1.1 and 1.2 (one file holds a
 whole train); and object references: an IOR encapsulation, its ``IOR:``
 string and corbaloc URLs.  Run it from anywhere; it replaces the corpus::
 
@@ -39,7 +40,15 @@ from pyorb.giop import (  # noqa: E402
     Version,
     encode,
 )
-from pyorb.giop.ior import ORB_TYPE_OMNIORB, build_ior, code_sets_context, to_corbaloc  # noqa: E402
+from pyorb.giop.cdr import CDRWriter  # noqa: E402
+from pyorb.giop.codec import HEADER_SIZE  # noqa: E402
+from pyorb.giop.ior import (  # noqa: E402
+    ORB_TYPE_OMNIORB,
+    TAG_INTERNET_IOP,
+    build_ior,
+    code_sets_context,
+    to_corbaloc,
+)
 from tests.giop.conftest import split_into_fragments  # noqa: E402
 
 CORPUS = HERE / "corpus"
@@ -69,6 +78,26 @@ def messages(version: Version, little_endian: bool) -> dict[str, Message]:
     }
 
 
+def addressed(little_endian: bool) -> dict[str, Message]:
+    """GIOP 1.2 Requests and LocateRequests addressed by profile and by reference."""
+    w = CDRWriter(little_endian, base=HEADER_SIZE + 8)  # where the member starts: 4-aligned
+    w.ulong(TAG_INTERNET_IOP)
+    w.octets(b"profile body")
+    profile = w.getvalue()
+    w = CDRWriter(little_endian, base=HEADER_SIZE + 8)
+    w.ulong(0)  # selected profile index
+    w.string("IDL:Bench/Echo:1.0")
+    w.ulong(1)
+    w.raw(profile)
+    reference = w.getvalue()
+    le = little_endian
+    return {
+        "request-profile-addr": Request(12, 3, profile, "ping", BODY, (), GIOP_1_2, le, addressing_disposition=1),
+        "request-reference-addr": Request(13, 3, reference, "ping", BODY, (), GIOP_1_2, le, addressing_disposition=2),
+        "locate-request-reference-addr": LocateRequest(14, reference, GIOP_1_2, le, addressing_disposition=2),
+    }
+
+
 def trains() -> dict[str, bytes]:
     """Fragmented Requests and Replies: the initial message and its Fragments."""
     out = {}
@@ -79,6 +108,10 @@ def trains() -> dict[str, bytes]:
             out[f"train-request-{name}"] = b"".join(split_into_fragments(encode(request), 48))
             reply = Reply(11, ReplyStatus.NO_EXCEPTION, BODY * 12, (), version, le)
             out[f"train-reply-{name}"] = b"".join(split_into_fragments(encode(reply), 40))
+    # Valid, but longer than the fuzz target's limit on a message (512 bytes).
+    for version in (GIOP_1_1, GIOP_1_2):
+        long = Request(15, 3, KEY, "ping", BODY * 64, (), version, True)
+        out[f"train-long-{version[0]}.{version[1]}-le"] = b"".join(split_into_fragments(encode(long), 128))
     # GIOP 1.2 interleaves trains by request id.
     a, b = (
         split_into_fragments(encode(Request(rid, 3, KEY, "ping", BODY * 6, (), GIOP_1_2)), 40)
@@ -109,6 +142,9 @@ def corpus() -> dict[str, bytes]:
                 if version == GIOP_1_0 and name == "oneway":
                     continue  # the same shape as a 1.0 request
                 files[f"{name}-{suffix}"] = encode(msg)
+    for le in (True, False):
+        for name, msg in addressed(le).items():
+            files[f"{name}-1.2-{'le' if le else 'be'}"] = encode(msg)
     files.update(trains())
     files.update(references())
     server_bound = ("request", "cancel", "locate-request", "close")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import tracemalloc
+from unittest import mock
 from typing import Any, Callable, cast
 
 import pytest
@@ -44,6 +45,7 @@ from pyorb.giop import (
     encode,
 )
 from pyorb.giop import codec
+from pyorb.giop import connection as giop_connection
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.ior import IOR, TaggedProfile, alternate_address_component, build_ior
 from tests.fuzz.malformed import mutate
@@ -320,14 +322,19 @@ mutation = st.one_of(
 
 
 def outcome(role: Role, stream: bytes, chunk: int) -> tuple[list[Message], str | None]:
-    """Messages and the error (if any) of ``stream`` fed ``chunk`` bytes at a time."""
+    """Messages and the error (if any) of ``stream`` fed ``chunk`` bytes at a time.
+
+    The receive buffer is compacted after every 8 consumed bytes rather than
+    64 KiB, so that compaction happens between the chunks of short streams.
+    """
     conn = GIOPConnection(role, max_message_size=1024, max_fragment_trains=2)
     got: list[Message] = []
     try:
-        for data in [*(stream[i : i + chunk] for i in range(0, len(stream), chunk)), b""]:
-            conn.receive_data(data)
-            while (event := conn.next_event()) not in (NEED_DATA, CLOSED):
-                got.append(cast(Message, event))
+        with mock.patch.object(giop_connection, "_COMPACT_AFTER", 8):
+            for data in [*(stream[i : i + chunk] for i in range(0, len(stream), chunk)), b""]:
+                conn.receive_data(data)
+                while (event := conn.next_event()) not in (NEED_DATA, CLOSED):
+                    got.append(cast(Message, event))
     except ProtocolError as exc:
         with pytest.raises(ProtocolError):  # a dead connection stays dead
             conn.next_event()
