@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -211,6 +212,8 @@ def _row(point: Point, generator: str, m: dict[str, Any], gen: Meter, server: Me
         "sink_cpu_pct": _pct(sink.utilisation(start, end)) if sink else math.nan,
         "generator_cpu_pct": _pct(gen_util), "generator_threads": gen.peak_threads(),
         "generator_bound": bool(gen_util >= GENERATOR_BOUND),
+        # Other work on the machine competes with the servers and the generator: say how much there was.
+        "load_avg": round(os.getloadavg()[0], 2),
     }
 
 
