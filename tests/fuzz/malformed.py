@@ -18,7 +18,9 @@ from pyorb.giop import (
     GIOP_1_2,
     SUPPORTED_VERSIONS,
     CancelRequest,
+    CloseConnection,
     LocateRequest,
+    MessageError,
     MsgType,
     Request,
     ServiceContext,
@@ -158,6 +160,9 @@ class CaseMaker:
             "half message then close": self._half_message,
             "half message then reset": self._half_message_reset,
             "half message then silence": self._half_message_stall,
+            # Valid, but the server must close at once: the client waits in silence.
+            "CloseConnection": lambda: ([encode(CloseConnection(self._version(), True))], "stall"),
+            "MessageError": lambda: ([encode(MessageError(self._version(), False))], "stall"),
         }
 
     def case(self) -> Case:
