@@ -269,3 +269,40 @@ async def test_the_client_bounds_its_pending_calls(serve: Any, clients: Any) -> 
     sink.release.set()
     assert await asyncio.gather(*calls) == [1] * 5
     assert await proxy.work(0) == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("strategy", ["amh", "thread_pool(2)", "thread_per_connection"])
+async def test_a_client_gone_with_requests_pending_leaks_nothing(
+    serve: Any, clients: Any, strategy: str
+) -> None:
+    import gc
+
+    sink = HeldSink()
+
+    class AsyncHeld(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+        async def work(self, token: int) -> int:
+            while not sink.release.is_set():  # holds no thread while it waits
+                await asyncio.sleep(0.01)
+            return token
+
+    running = serve(strategy)
+    servant = AsyncHeld() if strategy == "amh" else sink
+    ref = running.activate(servant, "sink")
+    threads_before = threading.active_count()
+    (client,) = clients(1)
+    calls = [asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(1)) for _ in range(20)]
+    await until(lambda: running.server.load.total == 20)
+    await client.close()
+    for call in calls:
+        with pytest.raises(CORBA.COMM_FAILURE):
+            await call
+    await until(lambda: not running.server.connections)
+    sink.release.set()
+    await until(lambda: running.server.load.total == 0)
+    (op,) = running.server.stats().operations
+    assert (op.served, op.in_flight, op.dropped) == (20, 0, 20)
+    await until(lambda: threading.active_count() <= threads_before + 2)  # pool threads may stay; no per-call ones
+    gc.collect()
+    from pyorb.server.dispatch import Call
+    assert not [o for o in gc.get_objects() if isinstance(o, Call)]

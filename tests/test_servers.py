@@ -158,3 +158,42 @@ def test_a_busy_port_is_one_line(procs: Any) -> None:
     done = subprocess.run([sys.executable, "-m", "pyorb.servers.sink", "--port", port], capture_output=True,
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 1 and "cannot listen" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stall", [False, True], ids=["sink-killed", "sink-stopped"])
+async def test_thousands_pending_when_the_sink_fails_then_returns(procs: Any, stall: bool) -> None:
+    """AMH middle tier with 2,000 AMI calls pending on its sink: killing the
+    sink (or stopping it with SIGSTOP) fails every call with a system
+    exception within the middle tier's timeout; a new sink on the same port
+    then serves new calls through the same middle tier."""
+    sink = procs("pyorb.servers.sink", "--delay", "30")
+    port = sink.corbaloc.rsplit(":", 1)[1].split("/")[0]
+    middle = procs("pyorb.servers.middle", "--sink", sink.corbaloc, "--model", "amh", "--timeout", "3")
+    clients = [pyorb.Client() for _ in range(20)]
+    try:
+        calls = [asyncio.ensure_future(c.resolve(middle.corbaloc, Bench.Sink).work(i))
+                 for c in clients for i in range(100)]
+        await asyncio.sleep(1.0)  # all 2,000 pending at the sink
+        assert not any(c.done() for c in calls)
+        if stall:
+            sink.p.send_signal(signal.SIGSTOP)
+        else:
+            sink.p.kill()
+        started = asyncio.get_running_loop().time()
+        results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 20)
+        elapsed = asyncio.get_running_loop().time() - started
+        kinds = {type(r).__name__ if not isinstance(r, CORBA.SystemException) else r._NP_RepositoryId
+                 for r in results}
+        assert all(isinstance(r, CORBA.SystemException) for r in results), kinds
+        expected = {"IDL:omg.org/CORBA/TIMEOUT:1.0"} if stall else {"IDL:omg.org/CORBA/COMM_FAILURE:1.0"}
+        assert kinds == expected
+        assert elapsed < 10
+        if stall:
+            sink.p.kill()
+        sink.p.wait()
+        procs("pyorb.servers.sink", "--port", port)  # the sink returns
+        assert await asyncio.gather(*(c.resolve(middle.corbaloc, Bench.Sink).work(5) for c in clients)) == [5] * 20
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+    assert middle.stop()[0] == 0

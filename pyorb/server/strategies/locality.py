@@ -76,6 +76,7 @@ class LocalityStrategy(_ThreadStrategy):
                 self._busy.add(key)
             last = key
             run_blocking(call)
+            call = None  # type: ignore[assignment]  # keep no finished request alive
             with self._cv:
                 self._busy.discard(key)
                 if not self._streams[key]:

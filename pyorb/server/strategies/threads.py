@@ -90,6 +90,7 @@ class ThreadPoolStrategy(_ThreadStrategy):
         get = self._queue.get
         while (call := get()) is not None:
             run_blocking(call)
+            call = None  # an idle thread keeps no finished request alive
 
     def close(self) -> None:
         for _ in self._threads:
@@ -185,6 +186,7 @@ class ThreadPerConnectionStrategy(_ThreadStrategy):
             else:
                 with lock:
                     run_blocking(call)
+            call = None  # an idle thread keeps no finished request alive
 
     def connection_closed(self, connection: Hashable) -> None:
         worker = self._workers.pop(connection, None)
