@@ -42,9 +42,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 from common import (  # loadtests/common.py (scripts run from this folder)
-    ServerProcess, ServerStartError, last_json, positive)
+    RunDefaults, ServerProcess, ServerStartError, add_run_options, last_json,
+    settle_run_options)
 
 from rich import box
 from rich.console import Console, JustifyMethod
@@ -117,32 +118,18 @@ class Run:
 # -- command line ---------------------------------------------------------
 
 
+NORMAL = RunDefaults(seconds=3.0, warmup=1.0, repeats=3)
+QUICK = RunDefaults(seconds=1.0, warmup=0.5, repeats=1)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line; --quick fills in what was not given."""
     p = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=positive(float), default=None,
-                   help="measured seconds per point (default 3, quick 1)")
-    p.add_argument("--warmup", type=float, default=None, metavar="S",
-                   help="unmeasured seconds before each point "
-                        "(default 1, quick 0.5)")
-    p.add_argument("--repeats", type=positive(int), default=None,
-                   help="repetitions of every point (default 3, quick 1)")
-    p.add_argument("--quick", action="store_true",
-                   help="1 s points, 1 repetition: a smoke run")
-    p.add_argument("--markdown", type=Path, metavar="PATH",
-                   help="also write the tables as Markdown here")
-    p.add_argument("--json", type=Path, metavar="PATH",
-                   help="also write the raw results as JSON here")
+    add_run_options(p, NORMAL, QUICK, "1 s points, 1 repetition: a smoke run")
     ns = p.parse_args(argv)
-    quick = ns.quick
-    ns.seconds = ns.seconds or (1.0 if quick else 3.0)
-    ns.repeats = ns.repeats or (1 if quick else 3)
-    ns.warmup = ns.warmup if ns.warmup is not None else (
-        0.5 if quick else 1.0)
-    if ns.warmup < 0:
-        p.error("--warmup must not be negative")
+    settle_run_options(p, ns, NORMAL, QUICK)
     return ns
 
 
@@ -507,47 +494,51 @@ def write_json(path: Path, meta: dict[str, Any], runs: list[Run]) -> None:
 # -- main ---------------------------------------------------------------------
 
 
-def run_all(ns: argparse.Namespace) -> Iterator[Run]:
-    """Every point of every repetition, in schedule order, with progress
-    on stderr."""
-    seq = 0
-    for rep in range(ns.repeats):
-        plan = schedule(rep)
-        for i, pt in enumerate(plan, 1):
-            run = run_point(pt, rep, seq, ns)
-            seq += 1
-            res = run.result or {}
-            shown = (f"p50 {res.get('p50_us')} µs" if pt.latency
-                     else f"{rate(res.get('calls_per_s'))} calls/s")
-            flag = "" if run.clean else "  ! " + "; ".join(run.problems)
-            print(f"[rep {rep + 1}/{ns.repeats} {i:2}/{len(plan)}] "
-                  f"{pt.key:28} {shown}{flag}", file=sys.stderr, flush=True)
-            yield run
+def shown(pt: Point, run: Run) -> str:
+    """A run's figure in the progress line."""
+    res = run.result or {}
+    return (f"p50 {res.get('p50_us')} µs" if pt.latency
+            else f"{rate(res.get('calls_per_s'))} calls/s")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark and report; 1 if a server would not start."""
-    ns = parse_args(argv)
+def run_benchmark(name: str, argv: Sequence[str] | None,
+                  ns: argparse.Namespace,
+                  plan: Callable[[int], Sequence[Any]],
+                  run_point: Callable[[Any, int, int, argparse.Namespace],
+                                      Run],
+                  show: Callable[[Any, Run], str],
+                  tables_of: Callable[[dict[str, list[Run]]], list[Table]],
+                  ) -> int:
+    """Run every point of ``plan(rep)`` for each repetition, with progress
+    on stderr, then print and write the report; 1 if a server would not
+    start.  Shared by the benchmarks in this folder."""
     started = time.monotonic()
     meta: dict[str, Any] = {
-        "command": " ".join(["python", "loadtests/bench_echo.py",
+        "command": " ".join(["python", f"loadtests/{name}.py",
                              *(argv if argv is not None else sys.argv[1:])]),
         "seconds": ns.seconds, "warmup": ns.warmup, "repeats": ns.repeats,
         "machine": machine(),
         "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
     runs: list[Run] = []
     try:
-        for run in run_all(ns):
-            runs.append(run)
+        for rep in range(ns.repeats):
+            points = plan(rep)
+            for i, pt in enumerate(points, 1):
+                run = run_point(pt, rep, len(runs), ns)
+                flag = "" if run.clean else "  ! " + "; ".join(run.problems)
+                print(f"[rep {rep + 1}/{ns.repeats} {i:2}/{len(points)}] "
+                      f"{pt.key:36} {show(pt, run)}{flag}", file=sys.stderr,
+                      flush=True)
+                runs.append(run)
     except ServerStartError as exc:
-        print(f"bench_echo: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {exc}", file=sys.stderr)
         return 1
     meta["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     meta["wall_s"] = round(time.monotonic() - started, 1)
     by_key: dict[str, list[Run]] = {}
     for run in runs:
         by_key.setdefault(run.point, []).append(run)
-    tbls = tables(by_key)
+    tbls = tables_of(by_key)
     notes = problem_notes(runs)
     print_report(ns, meta, tbls, notes)
     if ns.markdown:
@@ -555,6 +546,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.json:
         write_json(ns.json, meta, runs)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark and report; 1 if a server would not start."""
+    ns = parse_args(argv)
+    return run_benchmark("bench_echo", argv, ns, schedule, run_point, shown,
+                         tables)
 
 
 if __name__ == "__main__":

@@ -29,22 +29,21 @@ ratios of medians.  --markdown PATH writes the tables, --json PATH the runs.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import psutil  # type: ignore[import-untyped]
 from bench_echo import (  # loadtests/ (scripts run from this folder)
-    Run, Summary, Table, judge, machine, micro, print_report, rate, ratio,
-    rotate, spread, summarize, write_json, write_markdown)
+    Run, Summary, Table, judge, micro, rate, ratio, rotate, run_benchmark,
+    spread, summarize)
 from common import (
-    ROOT, SERVER_START_S, ServerProcess, ServerStartError, last_json,
-    positive, read_first_line, stop_process, tail)
+    ROOT, SERVER_START_S, RunDefaults, ServerProcess, add_run_options,
+    last_json, positive, read_first_line, settle_run_options, stop_process,
+    tail)
 
 PY = sys.executable
 CLIENT = str(ROOT / "loadtests" / "omni_sink_client.py")
@@ -77,18 +76,17 @@ class Point:
 # -- command line ---------------------------------------------------------
 
 
+NORMAL = RunDefaults(seconds=2.0, warmup=0.5, repeats=3)
+QUICK = RunDefaults(seconds=0.2, warmup=0.05, repeats=1)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line; --quick fills in what was not given."""
     p = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=positive(float), default=None,
-                   help="measured seconds per point (default 2, quick 0.2)")
-    p.add_argument("--warmup", type=float, default=None, metavar="S",
-                   help="unmeasured seconds before each point "
-                        "(default 0.5, quick 0.05)")
-    p.add_argument("--repeats", type=positive(int), default=None,
-                   help="repetitions of every point (default 3, quick 1)")
+    add_run_options(p, NORMAL, QUICK, "a smoke run of every model: 0.2 s "
+                    "points, echo, 2 clients, 1 repetition")
     p.add_argument("--clients", type=positive(int), nargs="+", default=None,
                    metavar="N", help="closed-loop client counts "
                                      "(default 1 64, quick 2)")
@@ -100,23 +98,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pool", type=positive(int), default=8, metavar="N",
                    help="threads of thread_pool, locality and the omniORBpy "
                         "pool (default 8)")
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke run of every model: 0.2 s points, echo, "
-                        "2 clients, 1 repetition")
-    p.add_argument("--markdown", type=Path, metavar="PATH",
-                   help="also write the tables as Markdown here")
-    p.add_argument("--json", type=Path, metavar="PATH",
-                   help="also write the raw results as JSON here")
     ns = p.parse_args(argv)
-    quick = ns.quick
-    ns.seconds = ns.seconds or (0.2 if quick else 2.0)
-    ns.repeats = ns.repeats or (1 if quick else 3)
-    ns.clients = ns.clients or ([2] if quick else [1, 64])
-    ns.workloads = ns.workloads or (["echo"] if quick else list(WORKLOADS))
-    ns.warmup = ns.warmup if ns.warmup is not None else (
-        0.05 if quick else 0.5)
-    if ns.warmup < 0:
-        p.error("--warmup must not be negative")
+    settle_run_options(p, ns, NORMAL, QUICK)
+    ns.clients = ns.clients or ([2] if ns.quick else [1, 64])
+    ns.workloads = ns.workloads or (["echo"] if ns.quick
+                                    else list(WORKLOADS))
     return ns
 
 
@@ -307,22 +293,20 @@ def ratio_range(num: Summary, den: Summary) -> str:
 def target_table(by_key: dict[str, list[Run]],
                  ns: argparse.Namespace) -> Table:
     """The issue's two targets, every workload and client count."""
-    pairs = [("thread_pool", "omni-pool", "≥ 1.00"),
-             ("thread_per_connection", "omni-tpc", "≥ 1.00"),
-             ("thread_per_request", "thread_per_connection", "≥ 0.75")]
+    pairs = [("thread_pool", "omni-pool", 1.0),
+             ("thread_per_connection", "omni-tpc", 1.0),
+             ("thread_per_request", "thread_per_connection", 0.75)]
     rows = []
     for num, den, goal in pairs:
+        name = f"{model_label(num, ns)} ÷ {model_label(den, ns)}"
         for w in ns.workloads:
             for n in ns.clients:
                 a = summarize(by_key.get(Point(num, w, n).key, []))
                 b = summarize(by_key.get(Point(den, w, n).key, []))
                 met = ("—" if not (a.median and b.median) else
-                       "yes" if a.median / b.median >= float(goal[2:])
-                       else "no")
-                rows.append([f"{model_label(num, ns)} ÷ "
-                             f"{model_label(den, ns)}", w, str(n),
-                             ratio(a.median, b.median), ratio_range(a, b),
-                             goal, met])
+                       "yes" if a.median / b.median >= goal else "no")
+                rows.append([name, w, str(n), ratio(a.median, b.median),
+                             ratio_range(a, b), f"≥ {goal:.2f}", met])
     return Table(
         "Targets of issue #3 (throughput ratios)",
         ["ratio", "workload", "clients", "median ratio", "extremes",
@@ -341,31 +325,11 @@ def tables(by_key: dict[str, list[Run]],
               for n in ns.clients), target_table(by_key, ns)]
 
 
-def problem_notes(runs: list[Run]) -> list[str]:
-    """One line per unclean run."""
-    return [f"rep {r.rep + 1}, {r.point}: {'; '.join(r.problems)}"
-            for r in runs if not r.clean]
-
-
-# -- main ---------------------------------------------------------------------
-
-
-def run_all(ns: argparse.Namespace) -> Iterator[Run]:
-    """Every point of every repetition, in schedule order, with progress
-    on stderr."""
-    seq = 0
-    for rep in range(ns.repeats):
-        plan = schedule(rep, ns)
-        for i, pt in enumerate(plan, 1):
-            run = run_point(pt, rep, seq, ns)
-            seq += 1
-            res = run.result or {}
-            flag = "" if run.clean else "  ! " + "; ".join(run.problems)
-            print(f"[rep {rep + 1}/{ns.repeats} {i:2}/{len(plan)}] "
-                  f"{pt.key:36} {rate(res.get('calls_per_s'))} calls/s, "
-                  f"server {res.get('server_us')} µs/call{flag}",
-                  file=sys.stderr, flush=True)
-            yield run
+def shown(pt: Point, run: Run) -> str:
+    """A run's figures in the progress line."""
+    res = run.result or {}
+    return (f"{rate(res.get('calls_per_s'))} calls/s, "
+            f"server {res.get('server_us')} µs/call")
 
 
 def settings(ns: argparse.Namespace) -> str:
@@ -380,33 +344,15 @@ def settings(ns: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and report; 1 if a server would not start."""
     ns = parse_args(argv)
-    started = time.monotonic()
-    meta: dict[str, Any] = {
-        "command": " ".join(["python", "loadtests/bench_strategies.py",
-                             *(argv if argv is not None else sys.argv[1:])]),
-        "seconds": ns.seconds, "warmup": ns.warmup, "repeats": ns.repeats,
-        "machine": machine(),
-        "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-    runs: list[Run] = []
-    try:
-        runs.extend(run_all(ns))
-    except ServerStartError as exc:
-        print(f"bench_strategies: error: {exc}", file=sys.stderr)
-        return 1
-    meta["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    meta["wall_s"] = round(time.monotonic() - started, 1)
-    by_key: dict[str, list[Run]] = {}
-    for run in runs:
-        by_key.setdefault(run.point, []).append(run)
-    tbls = tables(by_key, ns)
-    tbls[0].note = settings(ns) + " " + tbls[0].note
-    notes = problem_notes(runs)
-    print_report(ns, meta, tbls, notes)
-    if ns.markdown:
-        write_markdown(ns.markdown, ns, meta, tbls, notes)
-    if ns.json:
-        write_json(ns.json, meta, runs)
-    return 0
+
+    def all_tables(by_key: dict[str, list[Run]]) -> list[Table]:
+        tbls = tables(by_key, ns)
+        tbls[0].note = settings(ns) + " " + tbls[0].note
+        return tbls
+
+    return run_benchmark("bench_strategies", argv, ns,
+                         lambda rep: schedule(rep, ns), run_point, shown,
+                         all_tables)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,45 @@ def positive(kind: type) -> Callable[[str], Any]:
     return parse
 
 
+@dataclass(frozen=True)
+class RunDefaults:
+    """A benchmark's window and repetitions when not given."""
+
+    seconds: float
+    warmup: float
+    repeats: int
+
+
+def add_run_options(p: argparse.ArgumentParser, normal: RunDefaults,
+                    quick: RunDefaults, quick_help: str) -> None:
+    """The benchmarks' common options: window, repeats, quick, outputs."""
+    p.add_argument("--seconds", type=positive(float), default=None,
+                   help=f"measured seconds per point (default "
+                        f"{normal.seconds:g}, quick {quick.seconds:g})")
+    p.add_argument("--warmup", type=float, default=None, metavar="S",
+                   help=f"unmeasured seconds before each point (default "
+                        f"{normal.warmup:g}, quick {quick.warmup:g})")
+    p.add_argument("--repeats", type=positive(int), default=None,
+                   help=f"repetitions of every point (default "
+                        f"{normal.repeats}, quick {quick.repeats})")
+    p.add_argument("--quick", action="store_true", help=quick_help)
+    p.add_argument("--markdown", type=Path, metavar="PATH",
+                   help="also write the tables as Markdown here")
+    p.add_argument("--json", type=Path, metavar="PATH",
+                   help="also write the raw results as JSON here")
+
+
+def settle_run_options(p: argparse.ArgumentParser, ns: argparse.Namespace,
+                       normal: RunDefaults, quick: RunDefaults) -> None:
+    """Fill in what add_run_options' options left unset."""
+    chosen = quick if ns.quick else normal
+    ns.seconds = ns.seconds or chosen.seconds
+    ns.repeats = ns.repeats or chosen.repeats
+    ns.warmup = chosen.warmup if ns.warmup is None else ns.warmup
+    if ns.warmup < 0:
+        p.error("--warmup must not be negative")
+
+
 # -- server processes (bench_echo.py, bench_strategies.py) --------------------
 
 ROOT = Path(__file__).resolve().parents[1]
