@@ -395,8 +395,9 @@ async def test_async_handlers_never_hold_a_thread(serve: Any, clients: Any, spec
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("spec, stalls", [("reactive", True), ("thread_pool(2)", False),
-                                          ("thread_per_connection", False)])
+@pytest.mark.parametrize("spec, stalls", [("reactive", True), ("threaded", True), ("thread_pool(2)", False),
+                                          ("thread_per_connection", False), ("thread_per_request", False),
+                                          ("locality(2)", False)])
 async def test_a_blocking_servant(serve: Any, clients: Any, spec: str, stalls: bool) -> None:
     tracker = Tracker()
     served = serve(spec)
