@@ -40,7 +40,7 @@ class Config:
     max_requests_per_connection: int = 10_000
     """Requests of one connection in servant code or queued; at the limit the server stops reading it."""
     max_requests: int = 100_000
-    """Requests in servant code or queued across the server; at the limit it stops reading the busiest connections."""
+    """Requests in servant code or queued across the server; at the limit it stops reading every connection until they drain."""
     idle_timeout: float | None = 180.0
     """Seconds a server connection with nothing in flight may stay silent before CloseConnection (None: never)."""
 
