@@ -180,7 +180,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
     """The rows as a Markdown table (the columns the docs quote)."""
     head = ("model / client", "N", "delay ms", "CPU ms", "gen", "replies/s", "% ideal", "p50 ms", "p99 ms",
             "mean ms", "min ms", "max ms", "jitter ms", "errors", "server CPU %", "threads", "RSS MiB",
-            "KiB/client", "gen CPU %", "gen-bound", "load avg")
+            "KiB/client", "gen CPU %", "gen-bound", "load avg", "note")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = (r["label"] if r["label"] != r["model"] else r["model"]) + (
@@ -190,7 +190,7 @@ def markdown_table(rows: Sequence[Row]) -> str:
                   _fmt(r["mean_ms"], 2), _fmt(r["min_ms"], 2), _fmt(r["max_ms"], 1), _fmt(r["jitter_ms"], 2),
                   r["errors"], _fmt(r["server_cpu_pct"]), r["server_threads"], _fmt(r["server_rss_mib"], 1),
                   _fmt(r["server_kib_per_client"], 2), _fmt(r["generator_cpu_pct"]),
-                  "**yes**" if _true(r["generator_bound"]) else "", _fmt(r.get("load_avg", "nan"), 1))
+                  "**yes**" if _true(r["generator_bound"]) else "", _fmt(r.get("load_avg", "nan"), 1), r.get("note", ""))
         lines.append("| " + " | ".join(str(v) for v in values) + " |")
     return "\n".join(lines) + "\n"
 

@@ -214,7 +214,15 @@ def _row(point: Point, generator: str, m: dict[str, Any], gen: Meter, server: Me
         "generator_bound": bool(gen_util >= GENERATOR_BOUND),
         # Other work on the machine competes with the servers and the generator: say how much there was.
         "load_avg": round(os.getloadavg()[0], 2),
+        "note": _note(point, m),
     }
+
+
+def _note(point: Point, m: dict[str, Any]) -> str:
+    """Why a row does not measure the server's capacity, if it does not."""
+    if point.mode == "closed" and int(m["calls"]) < 2 * point.clients and not point.requests:
+        return "window too short: under 2 completed calls per client"
+    return ""
 
 
 def _ms(value: Any) -> float:
