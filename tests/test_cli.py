@@ -428,6 +428,9 @@ def interop_types() -> type:
     ("echo_variant", '{"as_long": -5}', {"as_long": -5}),
     ("echo_any", "null", None),
     ("echo_any", "12345678901", 12345678901),
+    ("echo_any", "plain words", "plain words"),
+    ("echo_long", "042", 42),
+    ("echo_long", "0x2a", 42),
     ("echo_matrix", "[[0, 0, 0], [1, 1, 1]]", [[0, 0, 0], [1, 1, 1]]),
 ])
 def test_arguments_survive_the_marshaler(interop_types: type, op: str, text: str, shown: object) -> None:

@@ -103,14 +103,21 @@ def from_text(desc: Descriptor, text: str) -> Any:
         return _enum(desc, text)
     if _is_octets(desc):
         return _octets(desc, _read_file(text[1:]) if text.startswith("@") else _hex(text))
+    if kind == TV_ANY and not text.startswith("@"):
+        try:
+            return from_json(desc, json.loads(text))
+        except json.JSONDecodeError:
+            return from_json(desc, text)  # a bare word is a string
     return from_json(desc, _load_json(text, desc))
 
 
 def _parse_int(text: str, desc: Descriptor) -> int:
-    try:
-        return int(text.strip().replace("_", ""), 0)
-    except ValueError:
-        raise ArgumentError(f"expected {type_name(desc)} (an integer), got {text!r}") from None
+    for base in (0, 10):  # 0x2a, 0o52, 0b101010; then 042, which base 0 refuses
+        try:
+            return int(text.strip(), base)
+        except ValueError:
+            pass
+    raise ArgumentError(f"expected {type_name(desc)} (an integer), got {text!r}")
 
 
 def _parse_float(text: str, desc: Descriptor) -> float:
