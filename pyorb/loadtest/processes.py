@@ -70,7 +70,8 @@ class Meter:
         inside = [s for s in self.samples if start <= s.at <= end]
         if len(inside) < 2 or inside[-1].at <= inside[0].at:
             return float("nan")
-        return (inside[-1].cpu_s - inside[0].cpu_s) / (inside[-1].at - inside[0].at)
+        # max: psutil's per-thread sums can step back a tick when a thread exits between two reads.
+        return max(0.0, inside[-1].cpu_s - inside[0].cpu_s) / (inside[-1].at - inside[0].at)
 
     def peak_threads(self) -> int:
         return max((s.threads for s in self.samples), default=0)

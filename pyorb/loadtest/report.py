@@ -41,7 +41,8 @@ def _style(model: str) -> dict[str, Any]:
 
 def _lines(ax: Any, rows: Sequence[Row], x: str, y: Callable[[Row], float], group: str = "model") -> None:
     for name in dict.fromkeys(r[group] for r in rows):
-        mine = sorted((r for r in rows if r[group] == name), key=lambda r: float(r[x]))
+        # A point with no completed call measured nothing: leave it out rather than draw a zero.
+        mine = sorted((r for r in rows if r[group] == name and int(r["calls"]) > 0), key=lambda r: float(r[x]))
         xs, ys = [float(r[x]) for r in mine], [y(r) for r in mine]
         (line,) = ax.plot(xs, ys, label=name, **_style(str(name)))
         bound = [(a, b) for a, b, r in zip(xs, ys, mine) if _true(r["generator_bound"])]
@@ -73,7 +74,8 @@ def _finish(fig: Any, path: Path, note: str) -> None:
     _pyplot().close(fig)
 
 
-NOTE = "hollow circle: load generator near one core (a lower bound); dashed: omniORBpy baselines"
+NOTE = ("hollow circle: load generator near one core (a lower bound); dashed: omniORBpy baselines; "
+        "points with no completed call are left out")
 
 
 def plot_client_scalability(rows: Sequence[Row], path: Path) -> None:
