@@ -1,0 +1,418 @@
+"""A blocking GIOP client on plain sockets, for threads and for gevent.
+
+The same sans-IO core and call encoding as the asyncio client, driven by
+blocking socket calls.  The ``socket`` and ``threading`` modules are looked
+up when a connection is made, so a process that gevent has monkey-patched
+(Locust does so on import) gets cooperative sockets and locks.
+
+One connection per endpoint, and one call at a time on each connection
+(like omniORB's ``oneCallPerConnection``): threads that share a client take
+turns on the connection's lock.  Give each thread (or Locust user) its own
+:class:`BlockingClient` for calls that overlap.
+
+Errors are CORBA system exceptions, as in the asyncio client: TRANSIENT
+when a connection is refused or the server sends CloseConnection,
+COMM_FAILURE (completed MAYBE) when the connection is lost during a call,
+TIMEOUT when a call outlives its timeout, MARSHAL for a request over
+``max_message_size``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any, Callable, NamedTuple
+
+from omniORB import CORBA
+
+from pyorb import marshal
+from pyorb.client.calls import LocationForward, RequestWriter, interface_operations, reply_result
+from pyorb.client.client import Route, _version
+from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for
+from pyorb.config import DEFAULT_CONFIG, Config
+from pyorb.giop.connection import GIOPConnection, Role
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.ior import IOR, parse_reference
+from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply, Version
+from pyorb.marshal import Operation, ensure_orb
+
+log = logging.getLogger(__name__)
+
+Endpoint = tuple[str, int]
+_DEFAULT: Any = object()
+_RECV_SIZE = 256 * 1024
+
+
+class CallResult(NamedTuple):
+    """What :meth:`BlockingClient.call` returns."""
+
+    value: Any
+    """The call's result, as the proxy method returns it."""
+    reply_size: int
+    """Bytes of the reply body (0 for a oneway call)."""
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+class BlockingConnection:
+    """One socket to one endpoint; a lock lets one call at a time use it."""
+
+    def __init__(self, sock: socket.socket, config: Config) -> None:
+        self._sock = sock
+        self._core = GIOPConnection(
+            Role.CLIENT, max_message_size=config.max_message_size, max_fragment_trains=config.max_fragment_trains
+        )
+        self._writer = RequestWriter(config)
+        self._read_timeout = config.read_timeout
+        self._lock = threading.Lock()
+        self.is_open = True
+
+    @classmethod
+    def connect(cls, endpoint: Endpoint, config: Config, timeout: float) -> BlockingConnection:
+        """Connect to ``endpoint``; CORBA.TRANSIENT if it refuses or is silent."""
+        try:
+            sock = socket.create_connection(endpoint, timeout=timeout)
+        except OSError as exc:
+            log.info("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
+            raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock, config)
+
+    def call(
+        self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version, deadline: float | None
+    ) -> Reply | None:
+        """Send a request and wait for its reply (None for a oneway call)."""
+        wait = _remaining(deadline)
+        if not self._lock.acquire(timeout=-1 if wait is None else max(wait, 0)):
+            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # other callers held the connection
+        try:
+            if not self.is_open:
+                raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)
+            rid, data = self._writer.request(op, args, object_key, version)
+            self._send(data, deadline)
+            return None if op.oneway else self._await_reply(rid, deadline)
+        finally:
+            self._lock.release()
+
+    def _send(self, data: bytes, deadline: float | None) -> None:
+        try:
+            self._sock.settimeout(_remaining(deadline))
+            self._sock.sendall(data)
+        except (TimeoutError, ValueError):  # ValueError: the deadline had passed
+            self.close()  # part of a message may have gone out
+            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO) from None
+        except OSError as exc:
+            log.info("send failed: %s", exc)
+            self.close()
+            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO) from None
+
+    def _await_reply(self, rid: int, deadline: float | None) -> Reply:
+        while True:
+            event = self._next_event()
+            if event is NEED_DATA:
+                self._receive(rid, deadline)
+            elif type(event) is Reply:
+                if event.request_id == rid:
+                    return event
+                log.debug("late or unknown reply %d dropped", event.request_id)
+            else:
+                self._connection_event(event)
+
+    def _connection_event(self, event: Event) -> None:
+        """Anything but a Reply or NEED_DATA: raise if it ends the connection."""
+        if event is CLOSED or type(event) is MessageError:
+            self.close()
+            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE)
+        if type(event) is CloseConnection:
+            # The server processed none of the pending requests: safe to retry.
+            self.close()
+            raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)
+        log.debug("unexpected %s dropped", type(event).__name__)
+
+    def _next_event(self) -> Event:
+        try:
+            return self._core.next_event()
+        except ProtocolError as exc:
+            log.warning("protocol error from the server: %s; closing the connection", exc.reason)
+            if exc.send_message_error:
+                self._try_send(self._core.message_error_bytes())
+            self.close()
+            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
+
+    def _receive(self, rid: int, deadline: float | None) -> None:
+        wait = _remaining(deadline)
+        # A message that stops half way must not hold the connection forever.
+        stalling = self._core.in_progress and (wait is None or wait > self._read_timeout)
+        if stalling:
+            wait = self._read_timeout
+        try:
+            if wait is not None and wait <= 0:
+                raise TimeoutError
+            self._sock.settimeout(wait)
+            data = self._sock.recv(_RECV_SIZE)
+        except TimeoutError:
+            if stalling:
+                log.warning("incomplete reply stalled for %s s; closing the connection", self._read_timeout)
+                self.close()
+                raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
+            self._try_send(self._writer.cancel(rid))
+            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE) from None
+        except OSError as exc:
+            log.info("connection lost: %s", exc)
+            self.close()
+            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
+        self._core.receive_data(data)
+
+    def _try_send(self, data: bytes) -> None:
+        try:
+            self._sock.settimeout(self._read_timeout)
+            self._sock.sendall(data)
+        except OSError:
+            self.close()
+
+    def close(self) -> None:
+        """Close the socket; a call blocked on it fails with COMM_FAILURE."""
+        if not self.is_open:
+            return
+        self.is_open = False
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv
+        except OSError:
+            pass
+        self._sock.close()
+
+
+class BlockingClient:
+    """Calls objects on any GIOP server from blocking code.
+
+    Use it as ``with BlockingClient() as client:``; ``client.resolve(ref,
+    Iface)`` gives a proxy whose methods block and return the result, with
+    the conventions of the asyncio proxies: the return value, a tuple when
+    there are out parameters, user exceptions raised.  Each method takes an
+    optional ``timeout=`` in seconds (default ``config.call_timeout``) that
+    bounds the whole call: connecting, waiting for the connection, the reply
+    and any LOCATION_FORWARD hops.
+    """
+
+    def __init__(self, config: Config = DEFAULT_CONFIG) -> None:
+        self.config = config
+        self._conns: dict[Endpoint, BlockingConnection] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        ensure_orb()
+
+    # -- references ------------------------------------------------------------
+    def resolve(self, ref: str | IOR | BlockingRef | ObjectRef, interface: type | None = None) -> Any:
+        """A blocking proxy for ``ref`` (IOR string, corbaloc URL, IOR or proxy).
+
+        ``interface`` is the generated stub class; without it the IOR's type
+        id picks one.  No network traffic.
+        """
+        if isinstance(ref, (BlockingRef, ObjectRef)):
+            ior = ref.ior
+        elif isinstance(ref, IOR):
+            ior = ref
+        elif isinstance(ref, str):
+            ior = parse_reference(ref)
+        elif isinstance(ref, CORBA.Object):
+            return self.from_objref(ref, interface)
+        else:
+            raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
+        if interface is None:
+            interface = interface_for(ior.type_id)
+        return blocking_proxy_class(interface)(self, ior)
+
+    def narrow(self, ref: str | IOR | BlockingRef | ObjectRef, interface: type) -> Any:
+        """Like :meth:`resolve`, but asks the server (``_is_a``) first.
+
+        Raises CORBA.BAD_PARAM if the object does not implement ``interface``.
+        """
+        obj = self.resolve(ref, interface)
+        if not obj._is_a(interface._NP_RepositoryId):  # type: ignore[attr-defined]
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+        return obj
+
+    def from_objref(self, omni_ref: Any, interface: type | None = None) -> Any:
+        """A blocking proxy for an omniORB object reference (None stays None)."""
+        if omni_ref is None:
+            return None
+        return self.resolve(IOR.from_string(ensure_orb().object_to_string(omni_ref)), interface)
+
+    # -- invocation ------------------------------------------------------------
+    def route(self, target: IOR) -> Route | None:
+        """Where calls to ``target`` go: endpoint, object key, GIOP version."""
+        profile = target.iiop
+        if profile is None:
+            return None
+        return Route((profile.host, profile.port), profile.object_key, _version(profile, self.config.giop_version))
+
+    def invoke(
+        self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
+    ) -> Any:
+        """Call ``op`` on ``target`` and return its result (see :meth:`call`)."""
+        return self.call(target, op, args, timeout, route).value
+
+    def call(
+        self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
+    ) -> CallResult:
+        """Call ``op`` on ``target``: its result and the size of the reply.
+
+        ``route`` is ``self.route(target)``, passed by callers that cache it.
+        Raises the call's user exception or a CORBA system exception.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        route = route or self.route(target)
+        for _hop in range(self.config.max_forwards + 1):
+            if route is None:
+                raise CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO)
+            conn = self._connection(route.endpoint, deadline)
+            reply = conn.call(op, args, route.key, route.version, deadline)
+            if reply is None:
+                return CallResult(None, 0)
+            try:
+                return CallResult(reply_result(op, reply, self.from_objref), len(reply.body))
+            except LocationForward as fwd:
+                route = self.route(fwd.target)
+        raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)  # a forwarding loop
+
+    # -- connections -----------------------------------------------------------
+    def _connection(self, endpoint: Endpoint, deadline: float | None) -> BlockingConnection:
+        with self._lock:
+            if self._closed:
+                raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+            conn = self._conns.get(endpoint)
+        if conn is not None and conn.is_open:
+            return conn
+        timeout = self.config.connect_timeout
+        wait = _remaining(deadline)
+        if wait is not None:
+            if wait <= 0:
+                raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)
+            timeout = min(timeout, wait)
+        # Connect without the lock: a slow endpoint must not hold up the others.
+        new = BlockingConnection.connect(endpoint, self.config, timeout)
+        with self._lock:
+            if self._closed:
+                new.close()
+                raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+            conn = self._conns.get(endpoint)
+            if conn is not None and conn.is_open:
+                new.close()  # another thread connected first
+                return conn
+            self._conns[endpoint] = new
+        return new
+
+    def close(self) -> None:
+        """Close every connection; calls still waiting fail with COMM_FAILURE."""
+        with self._lock:
+            self._closed = True
+            conns = list(self._conns.values())
+            self._conns.clear()
+        for conn in conns:
+            conn.close()
+
+    def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+class BlockingRef:
+    """A reference to a CORBA object, bound to the blocking client that calls it."""
+
+    __slots__ = ("_client", "_ior", "_route")
+    _interface: type | None = None
+    _operations: dict[str, Operation] = {}
+    """The interface's operations by method name (for wrappers such as pyorb.locust)."""
+
+    def __init__(self, client: BlockingClient, ior: IOR) -> None:
+        self._client = client
+        self._ior = ior
+        self._route: Route | None = None
+
+    def _call(self, op: Operation, args: tuple[Any, ...], timeout: Any = _DEFAULT) -> CallResult:
+        """Call ``op`` with ``args``: the result and the reply's size."""
+        if timeout is _DEFAULT:
+            timeout = self._client.config.call_timeout
+        route = self._route
+        if route is None:
+            route = self._route = self._client.route(self._ior)
+        return self._client.call(self._ior, op, args, timeout, route)
+
+    def _invoke(self, op: Operation, args: tuple[Any, ...], timeout: Any = _DEFAULT) -> Any:
+        return self._call(op, args, timeout).value
+
+    def _is_a(self, repo_id: str, *, timeout: Any = _DEFAULT) -> bool:
+        """Ask the server whether the object implements ``repo_id``."""
+        return bool(self._invoke(IS_A, (repo_id,), timeout))
+
+    def _non_existent(self, *, timeout: Any = _DEFAULT) -> bool:
+        """Ask the server whether the object is gone."""
+        return bool(self._invoke(NON_EXISTENT, (), timeout))
+
+    def _narrow(self, interface: type) -> Any:
+        """The same reference seen as ``interface`` (no remote check)."""
+        return blocking_proxy_class(interface)(self._client, self._ior)
+
+    @property
+    def ior(self) -> IOR:
+        return self._ior
+
+    def __str__(self) -> str:
+        return self._ior.to_string()
+
+    def __repr__(self) -> str:
+        profile = self._ior.iiop
+        where = f"{profile.host}:{profile.port}" if profile else "no IIOP profile"
+        return f"<{type(self).__name__} {self._ior.type_id or '?'} at {where} (blocking)>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BlockingRef) and other._ior == self._ior
+
+    def __hash__(self) -> int:
+        return hash(self._ior)
+
+
+def _blocking_method(attr: str, op: Operation) -> Callable[..., Any]:
+    def call(self: BlockingRef, *args: Any, timeout: Any = _DEFAULT) -> Any:
+        return self._invoke(op, args, timeout)
+
+    call.__name__ = attr
+    call.__doc__ = f"Invoke ``{op.name}`` and return its result."
+    return call
+
+
+_classes: dict[type | None, type[BlockingRef]] = {None: BlockingRef}
+_classes_lock = threading.Lock()
+
+
+def blocking_proxy_class(interface: type | None) -> type[BlockingRef]:
+    """The blocking proxy class for a generated stub class such as ``Stock.Quoter``."""
+    cls = _classes.get(interface)
+    if cls is None:
+        assert interface is not None
+        ops = interface_operations(interface)
+        methods: dict[str, Any] = {"__slots__": (), "_interface": interface, "_operations": ops}
+        methods.update((attr, _blocking_method(attr, op)) for attr, op in ops.items())
+        cls = type(interface.__name__, (BlockingRef,), methods)
+        cls.__qualname__ = f"{interface.__module__}.{interface.__name__} (pyorb blocking proxy)"
+        with _classes_lock:
+            cls = _classes.setdefault(interface, cls)
+    return cls
+
+
+def _to_omni(value: Any) -> Any:
+    # One hook serves both kinds of proxy; this module imports proxy.py
+    # (which installs its own) first, so this one stays installed.
+    if isinstance(value, (BlockingRef, ObjectRef)):
+        return ensure_orb().string_to_object(value.ior.to_string())
+    raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+
+
+marshal.set_objref_hook(_to_omni)
