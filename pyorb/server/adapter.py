@@ -46,7 +46,8 @@ class ObjectAdapter:
     def __init__(self, strategy: str | Strategy = "reactive", registry: StrategyRegistry | None = None) -> None:
         self.registry = registry if registry is not None else StrategyRegistry()
         self.default = self.registry.get(strategy)
-        self.op_stats: dict[str, Recorder] = {}
+        self.recorders: dict[tuple[str, Strategy], Recorder] = {}
+        """Per (operation, strategy): merged into per-operation and per-strategy statistics."""
         self._servants: dict[bytes, Binding] = {}
         self._forwards: dict[bytes, IOR] = {}
         self._counter = itertools.count(1)
@@ -101,15 +102,15 @@ class ObjectAdapter:
         for name, entry in info.ops.items():
             spec = operations.get(name)
             chosen = default if spec is None else self.registry.get(spec)
-            routes[name] = Route(entry, chosen, self._op_recorder(info, name), deadlines.get(name, deadline))
+            routes[name] = Route(entry, chosen, self._recorder(info, name, chosen), deadlines.get(name, deadline))
         return routes
 
-    def _op_recorder(self, info: ServantInfo, op: str) -> Recorder:
+    def _recorder(self, info: ServantInfo, op: str, strategy: Strategy) -> Recorder:
         iface = info.type_id.split(":")[1].replace("/", "::") if info.type_id.count(":") >= 2 else info.type_id
-        name = f"{iface}.{op}"
-        recorder = self.op_stats.get(name)
+        key = (f"{iface}.{op}", strategy)
+        recorder = self.recorders.get(key)
         if recorder is None:
-            recorder = self.op_stats[name] = Recorder(name)
+            recorder = self.recorders[key] = Recorder()
         return recorder
 
     def deactivate(self, key: bytes | str) -> None:

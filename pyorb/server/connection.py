@@ -66,7 +66,7 @@ class ServerConnection(GIOPProtocol):
         self.load = load
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.max_message_size = config.max_message_size
-        self.in_flight = 0  # guarded by load's lock
+        self.in_flight = 0  # counted by load, on the loop thread
         self.draining = False
         self._refuse = refuse
         self._version = GIOP_1_0  # of the last request: CloseConnection speaks it
@@ -115,14 +115,18 @@ class ServerConnection(GIOPProtocol):
             return
         if op.args.has_objrefs and entry.style is not Style.SYNC:
             args = op.args.convert_objrefs(args, self._convert)
-        strategy = route.strategy
         self._version = req.version
         call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian,
-                    req.response_expected, self, route.stats, strategy.stats)
-        self.load.started(self)
+                    req.response_expected, self, route.stats)
+        # ServerLoad.started, inline: this runs for every request.
+        load = self.load
+        self.in_flight += 1
+        load.total += 1
+        if self.in_flight >= load.max_per_connection or load.total >= load.max_total:
+            load.full(self)
         if route.deadline is not None:
             self.loop.call_later(route.deadline, call.expire)
-        task = strategy.dispatch(call)
+        task = route.strategy.dispatch(call)
         if task is not None and req.response_expected:
             rid = req.request_id
             self.tasks[rid] = task
@@ -205,7 +209,12 @@ class ServerConnection(GIOPProtocol):
 
     # -- lifecycle -----------------------------------------------------------
     def request_finished(self) -> None:
-        self.load.finished(self)
+        # ServerLoad.finished, inline: this runs for every request.
+        self.in_flight -= 1
+        load = self.load
+        load.total -= 1
+        if load.held or self.draining:
+            load.wake(self)
 
     def drain(self) -> None:
         """Take no new requests; close with CloseConnection once the last is answered."""

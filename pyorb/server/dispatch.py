@@ -18,7 +18,7 @@ from omniORB import CORBA
 from pyorb.giop.messages import Version
 from pyorb.server.reply import Channel, ReplySink
 from pyorb.server.servant import OpEntry, ResponseHandler, Style
-from pyorb.server.stats import Recorder
+from pyorb.server.stats import Gauges, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +27,11 @@ class Call(ReplySink):
     """One request: the servant to run, and its own reply sink (one object per request).
 
     It records its wait (queued until servant code starts) and service time
-    (servant code start until the reply is decided) in the operation's and
-    the strategy's :class:`Recorder`.
+    (servant code start until the reply is decided) in the :class:`Recorder`
+    of its operation under its strategy.
     """
 
-    __slots__ = ("servant", "entry", "args", "connection", "op_stats", "strategy_stats", "queued_at", "started_at")
+    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at")
 
     def __init__(
         self,
@@ -43,8 +43,7 @@ class Call(ReplySink):
         little_endian: bool,
         response_expected: bool,
         channel: Channel,
-        op_stats: Recorder,
-        strategy_stats: Recorder,
+        stats: Recorder,
     ) -> None:
         # ReplySink's fields are set here directly: this runs for every request.
         self.request_id = request_id
@@ -60,44 +59,50 @@ class Call(ReplySink):
         self.entry = entry
         self.args = args
         self.connection: Hashable = channel  # type: ignore[assignment]  # connections hash by identity
-        self.op_stats = op_stats
-        self.strategy_stats = strategy_stats
+        self.stats = stats
         self.queued_at = self.started_at = perf_counter()
-        op_stats.start()
-        strategy_stats.start()
+        stats.started += 1  # loop thread only
 
     def begin(self) -> None:
         """Servant code starts now (the end of the queue wait)."""
         self.started_at = perf_counter()
 
     def cancelled(self) -> None:
-        """The client cancelled the request, or it was never run: no reply."""
+        """The client cancelled the request, or it was never run: no reply (any thread)."""
         if not self.done:
             self.done = True
             self._finished(False)
+            self._settle()
         self._undelivered()
 
     def _finished(self, failed: bool) -> None:
-        now = perf_counter()
-        wait, service = self.started_at - self.queued_at, now - self.started_at
-        self.op_stats.finish(wait, service, failed)
-        self.strategy_stats.finish(wait, service, failed)
+        # Recorder.finish, inline: this runs for every request.
+        started = self.started_at
+        wait, service = started - self.queued_at, perf_counter() - started
+        stats = self.stats
+        stats.served += 1
+        stats.wait_total += wait
+        stats.service_total += service
+        if failed:
+            stats.failed += 1
+        stats.samples.append((wait, service))
+
+    def _settled(self) -> None:
         self.channel.request_finished()
 
     def _undelivered(self) -> None:
-        self.op_stats.drop()
-        self.strategy_stats.drop()
+        self.stats.dropped += 1
 
 
 class Strategy(Protocol):
     """Takes calls and makes sure each one is answered (``call.result`` or ``call.exception``).
 
     ``name`` is the registry spec it was made from (e.g. ``"thread_pool(8)"``);
-    ``stats`` is its recorder, whose ``queued``/``threads`` gauges it sets.
+    ``stats`` holds its ``queued``/``threads`` gauges.
     """
 
     name: str
-    stats: Recorder
+    stats: Gauges
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         """Start ``call``; return the task running it, if it runs as one on the loop."""

@@ -8,7 +8,6 @@ once its last request is answered.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,45 +18,30 @@ LOAD = "requests in flight"
 
 
 class ServerLoad:
-    """Counts requests started and finished; ``finished`` may run on any thread."""
+    """Counts requests started and finished, both on the event-loop thread
+    (replies from dispatcher threads are settled there), so without locks."""
 
     def __init__(self, config: Config, connections: set[ServerConnection]) -> None:
         self._connections = connections
-        self._lock = threading.Lock()
         self.total = 0
         self.max_total = config.max_requests
         self.max_per_connection = config.max_requests_per_connection
         self.held: set[ServerConnection] = set()
 
-    def started(self, conn: ServerConnection) -> None:
-        """A request of ``conn`` was accepted (loop thread)."""
-        with self._lock:
-            conn.in_flight += 1
-            self.total += 1
-            server_full = self.total >= self.max_total
-        if server_full:  # no connection may take another request now
+    # The counting itself is inlined in ServerConnection (request start and
+    # end run for every request); these are the rare paths.
+    def full(self, conn: ServerConnection) -> None:
+        """A limit is reached: stop reading ``conn``, or every connection."""
+        if self.total >= self.max_total:
             for other in self._connections:
                 self.held.add(other)
                 other.reading.hold(LOAD)
-        elif conn.in_flight >= self.max_per_connection:
+        else:
             self.held.add(conn)
             conn.reading.hold(LOAD)
 
-    def finished(self, conn: ServerConnection) -> None:
-        with self._lock:
-            conn.in_flight -= 1
-            self.total -= 1
-            wake = bool(self.held) or (conn.draining and conn.in_flight == 0)
-        if wake:
-            if threading.get_ident() == conn.loop_thread:
-                self._wake(conn)
-            else:
-                try:
-                    conn.loop.call_soon_threadsafe(self._wake, conn)
-                except RuntimeError:  # the loop has closed: nothing left to wake
-                    pass
-
-    def _wake(self, conn: ServerConnection) -> None:
+    def wake(self, conn: ServerConnection) -> None:
+        """A request of ``conn`` ended while connections are held or ``conn`` drains."""
         for held in list(self.held):
             if held.in_flight < self.max_per_connection and self.total < self.max_total:
                 self.held.discard(held)

@@ -30,7 +30,7 @@ class Channel(Protocol):
     def send(self, data: bytes) -> bool: ...
 
     def request_finished(self) -> None:
-        """One of the connection's requests has its outcome (any thread)."""
+        """One of the connection's requests is over (loop thread)."""
 
 
 def encode_reply(
@@ -90,6 +90,7 @@ class ReplySink:
         self.done = True
         if not self.response_expected:
             self._finished(False)
+            self._settle()
             return
         op = self.op
         le = self.little_endian
@@ -105,8 +106,8 @@ class ReplySink:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
             data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
             failed = True
-        self._deliver(data)  # before _finished: a draining connection closes after its last reply
         self._finished(failed)
+        self._deliver(data)
 
     def exception(self, exc: BaseException) -> None:
         """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
@@ -115,12 +116,26 @@ class ReplySink:
             return
         self.claim()
         declared = isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions
+        self._finished(not declared)
         if self.response_expected:
             self._deliver(self.exception_bytes(exc))
-        self._finished(not declared)
+        else:
+            self._settle()
 
     def _finished(self, failed: bool) -> None:
-        """The outcome is decided (``failed``: a system exception); for statistics."""
+        """The outcome is decided (``failed``: a system exception); for statistics.  Any thread."""
+
+    def _settled(self) -> None:
+        """On the loop thread, after the reply (if any) is queued: the request is over."""
+
+    def _settle(self) -> None:
+        if get_ident() == self.channel.loop_thread:
+            self._settled()
+        else:
+            try:
+                self.channel.loop.call_soon_threadsafe(self._settled)
+            except RuntimeError:  # the loop is closed
+                pass
 
     def _undelivered(self) -> None:
         """The reply could not be handed to the connection (it is closed)."""
@@ -153,8 +168,12 @@ class ReplySink:
             log.error("reply to %s request %d is %d bytes, over the %d-byte limit; sending MARSHAL",
                       self.op.name, self.request_id, len(data), channel.max_message_size)
             data = self._system_bytes(CORBA.MARSHAL(0, CORBA.COMPLETED_YES))
-        if get_ident() == channel.loop_thread:
-            self._send(data)
+        if get_ident() == channel.loop_thread:  # _send, inline: the common case
+            if not channel.send(data):
+                self._undelivered()
+            if self.on_sent is not None:
+                self.on_sent()
+            self._settled()
             return
         try:
             channel.loop.call_soon_threadsafe(self._send, data)
@@ -166,3 +185,4 @@ class ReplySink:
             self._undelivered()
         if self.on_sent is not None:
             self.on_sent()
+        self._settled()  # after the reply: a draining connection closes behind it

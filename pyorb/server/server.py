@@ -13,7 +13,7 @@ from pyorb.server.adapter import ObjectAdapter
 from pyorb.server.connection import ServerConnection
 from pyorb.server.dispatch import Strategy
 from pyorb.server.load import ServerLoad
-from pyorb.server.stats import ServerStats
+from pyorb.server.stats import ServerStats, merge
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +170,12 @@ class Server:
 
     def stats(self) -> ServerStats:
         """A snapshot of dispatch statistics per strategy and per operation."""
+        recorders = self.adapter.recorders
+        ops = sorted({op for op, _ in recorders})
         return ServerStats(
-            tuple(s.stats.snapshot() for s in self.adapter.registry),
-            tuple(r.snapshot() for r in self.adapter.op_stats.values()),
+            tuple(merge(s.name, [r for (_, st), r in recorders.items() if st is s], s.stats)
+                  for s in self.adapter.registry),
+            tuple(merge(op, [r for (o, _), r in recorders.items() if o == op]) for op in ops),
             len(self.connections),
         )
 

@@ -1,18 +1,18 @@
 """Dispatch statistics, cheap enough to leave on.
 
-Each strategy and each operation has a :class:`Recorder`.  Recording a call
-costs a few attribute updates under an uncontended lock and two appends to
-bounded deques; percentiles are computed only when a snapshot is taken, over
-the most recent ``window`` calls (means are over all calls).
+Each operation under each strategy has a :class:`Recorder`.  Recording a
+call costs a clock read, a few attribute updates and one append to a bounded
+deque; snapshots merge the recorders per strategy and per operation, with
+percentiles over each recorder's most recent ``window`` calls (means over all
+calls).
 """
 
 from __future__ import annotations
 
 import statistics
-import threading
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -58,60 +58,66 @@ class RecorderSnapshot:
 
 
 class Recorder:
-    """Counts and timings of the calls through one strategy or one operation.
+    """Counts and timings of the calls of one operation under one strategy.
 
-    ``failed`` counts calls answered with a system exception made by the
-    server (the servant raised something undeclared, dropped its AMH handler,
-    or missed a deadline); ``dropped`` counts replies that could not be
-    delivered (client gone, request cancelled).
+    ``failed`` counts calls answered with a system exception (the servant
+    raised something undeclared, dropped its AMH handler, or missed a
+    deadline); ``dropped`` counts replies that could not be delivered (client
+    gone, request cancelled).  ``started`` is only written on the event-loop
+    thread; the rest may be written from dispatcher threads without a lock:
+    these are statistics, and a lock per call would cost more than they are
+    worth (under the GIL the updates do not interleave).
     """
 
-    __slots__ = ("name", "_lock", "started", "served", "failed", "dropped", "_wait_total", "_service_total",
-                 "_wait", "_service", "queued", "threads")
+    __slots__ = ("started", "served", "failed", "dropped", "wait_total", "service_total", "samples")
 
-    def __init__(self, name: str, window: int = WINDOW) -> None:
-        self.name = name
-        self._lock = threading.Lock()
+    def __init__(self, window: int = WINDOW) -> None:
         self.started = 0
         self.served = 0
         self.failed = 0
         self.dropped = 0
-        self._wait_total = 0.0
-        self._service_total = 0.0
-        self._wait: deque[float] = deque(maxlen=window)
-        self._service: deque[float] = deque(maxlen=window)
-        # A strategy's gauges (callables), read at snapshot time.
+        self.wait_total = 0.0
+        self.service_total = 0.0
+        self.samples: deque[tuple[float, float]] = deque(maxlen=window)
+
+    def finish(self, wait: float, service: float, failed: bool) -> None:
+        self.served += 1
+        self.wait_total += wait
+        self.service_total += service
+        if failed:
+            self.failed += 1
+        self.samples.append((wait, service))
+
+
+class Gauges:
+    """A strategy's live figures, read when a snapshot is taken."""
+
+    __slots__ = ("queued", "threads")
+
+    def __init__(self) -> None:
         self.queued: Callable[[], int] = _zero
         self.threads: Callable[[], int] = _zero
 
-    def start(self) -> None:
-        with self._lock:
-            self.started += 1
 
-    def finish(self, wait: float, service: float, failed: bool) -> None:
-        with self._lock:
-            self.served += 1
-            self.failed += failed
-            self._wait_total += wait
-            self._service_total += service
-        self._wait.append(wait)
-        self._service.append(service)
-
-    def drop(self) -> None:
-        with self._lock:
-            self.dropped += 1
-
-    def snapshot(self) -> RecorderSnapshot:
-        with self._lock:
-            served, started = self.served, self.started
-            wait_total, service_total = self._wait_total, self._service_total
-            failed, dropped = self.failed, self.dropped
-        return RecorderSnapshot(
-            self.name, served, max(0, started - served), failed, dropped,
-            Timing.of(wait_total, served, list(self._wait)),
-            Timing.of(service_total, served, list(self._service)),
-            self.queued(), self.threads(),
-        )
+def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None) -> RecorderSnapshot:
+    """One snapshot of several recorders (an operation's, or a strategy's)."""
+    started = served = failed = dropped = 0
+    wait_total = service_total = 0.0
+    recent: list[tuple[float, float]] = []
+    for r in recorders:
+        started += r.started
+        served += r.served
+        failed += r.failed
+        dropped += r.dropped
+        wait_total += r.wait_total
+        service_total += r.service_total
+        recent.extend(list(r.samples))
+    return RecorderSnapshot(
+        name, served, max(0, started - served), failed, dropped,
+        Timing.of(wait_total, served, [w for w, _ in recent]),
+        Timing.of(service_total, served, [s for _, s in recent]),
+        gauges.queued() if gauges else 0, gauges.threads() if gauges else 0,
+    )
 
 
 def _zero() -> int:

@@ -17,7 +17,7 @@ from queue import SimpleQueue
 from typing import Hashable
 
 from pyorb.server.dispatch import Call, run_blocking, run_on_loop
-from pyorb.server.stats import Recorder
+from pyorb.server.stats import Gauges
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class _ThreadStrategy:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.stats = Recorder(name)
+        self.stats = Gauges()
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         if call.entry.on_loop:
