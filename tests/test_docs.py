@@ -1,0 +1,366 @@
+"""Every fenced code block of README.md and docs/*.md runs as written.
+
+How a block is run depends on its info string (the words after the fence):
+
+``python``
+    A complete program: saved to a file and run with this Python; it must
+    exit 0 within PYTHON_TIMEOUT seconds.
+``python pytest``
+    A test module: run with pytest (the pyorb plugin's fixtures come from
+    its entry point); every test in it must pass.
+``sh`` / ``bash``
+    Shell commands.  The shell blocks of one Markdown file run in order in
+    one bash process, so a block sees the variables and background servers
+    of the blocks before it.  Each block runs under ``set -e -o pipefail``
+    with stdin from /dev/null and must succeed within SHELL_TIMEOUT seconds.
+``console``
+    A transcript: ``$ command`` lines, each followed by its output.  Each
+    command runs in the file's shell (after the file's earlier blocks).  A
+    command whose output shows a line starting with ``error:`` must fail
+    (non-zero status) and print that same line; any other must exit 0.  A
+    command whose output shows ``^C`` serves until interrupted: it is
+    started on its own, given until its first line of output, then sent
+    SIGINT, and must stop.
+``<any of these> no-run``
+    Shown, not run: for commands that run for minutes or change the
+    installation.  Say why in the surrounding text.  Prefer a runnable
+    example (one that starts the server it needs, with small counts).
+other languages (``text``, ``idl``, ...)
+    Not code to run.
+
+Every block runs in a scratch directory that looks like a checkout of this
+repository (its top-level files and folders are symlinked there: ``idl/``,
+``examples/``, ``tests/peers/``, ...), so that relative paths in the docs
+work and nothing an example writes lands in the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN_LANGUAGES = {"python", "sh", "bash", "console"}
+SHOWN_LANGUAGES = {"", "text", "idl", "json", "toml", "ini", "csv", "markdown"}
+NO_RUN = "no-run"
+PYTHON_TIMEOUT = 90.0
+SHELL_TIMEOUT = 120.0
+COMMAND_TIMEOUT = 60.0
+NOT_MIRRORED = {".git", ".venv", ".mypy_cache", ".pytest_cache", ".hypothesis", "__pycache__"}
+FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>.*)$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a Markdown file."""
+
+    doc: Path
+    line: int
+    info: tuple[str, ...]
+    text: str
+    index: int
+    """Position among the file's blocks, counting from 0."""
+
+    @property
+    def language(self) -> str:
+        return self.info[0] if self.info else ""
+
+    @property
+    def runnable(self) -> bool:
+        return self.language in RUN_LANGUAGES and NO_RUN not in self.info
+
+    @property
+    def uses_shell(self) -> bool:
+        return self.language in {"sh", "bash", "console"}
+
+    @property
+    def name(self) -> str:
+        return f"{self.doc.relative_to(ROOT)}:{self.line}:{'-'.join(self.info) or 'plain'}"
+
+
+def blocks_of(doc: Path) -> list[Block]:
+    """The fenced blocks of ``doc``, in order (``line`` is the opening fence's, from 1)."""
+    found: list[Block] = []
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        start = FENCE.match(lines[i])
+        i += 1
+        if start is None:
+            continue
+        indent, fence, opened = len(start["indent"]), start["fence"], i
+        body: list[str] = []
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            line = lines[i]
+            body.append(line[indent:] if line[:indent].strip() == "" else line.lstrip())
+            i += 1
+        i += 1  # the closing fence
+        text = "\n".join(body) + "\n"
+        found.append(Block(doc, opened, tuple(start["info"].split()), text, len(found)))
+    return found
+
+
+ALL_BLOCKS = [block for doc in DOCS for block in blocks_of(doc)]
+RUNNABLE = [block for block in ALL_BLOCKS if block.runnable]
+
+
+# -- a scratch checkout --------------------------------------------------------------------------------
+def make_checkout(where: Path) -> Path:
+    """A directory whose entries are symlinks to the repository's top-level ones."""
+    where.mkdir(parents=True, exist_ok=True)
+    for entry in ROOT.iterdir():
+        if entry.name not in NOT_MIRRORED:
+            (where / entry.name).symlink_to(entry)
+    return where
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the repository through the symlinks
+    env["COLUMNS"] = "200"  # rich wraps long lines at 80 columns when not on a terminal
+    return env
+
+
+# -- a shell shared by the blocks of one file ---------------------------------------------------------
+class Shell:
+    """A bash process in its own session; runs blocks and reports their status and output."""
+
+    MARK = "__pyorb_docs_status__"
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc"], cwd=cwd, env=child_env(), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.done: set[int] = set()
+        self.count = 0
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, script: str, timeout: float) -> tuple[int, str]:
+        """Run ``script`` in this shell; its status (or -1 on timeout, or the
+        shell's own if it exited) and everything it printed."""
+        self.count += 1
+        path = self.cwd / f".docs-block-{self.count}.sh"
+        path.write_text(script, encoding="utf-8")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f". {path} </dev/null; printf '\\n{self.MARK} %d\\n' $?\n")
+        self.proc.stdin.flush()
+        return self._collect(timeout)
+
+    def _collect(self, timeout: float) -> tuple[int, str]:
+        out: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                return -1, "".join(out) + f"\n[timed out after {timeout:.0f} s]"
+            if line is None:
+                return self.proc.wait(), "".join(out)
+            if line.startswith(self.MARK):
+                return int(line.split()[1]), "".join(out)[:-1]  # the newline printed before the mark
+            out.append(line)
+
+    def close(self) -> None:
+        """End the shell and whatever it left running (its session is ours alone)."""
+        if self.alive and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.reader.join(timeout=10)
+        if not self.reader.is_alive() and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+class Shells:
+    """One live shell per Markdown file; a block whose predecessors have not
+    run (a test selected alone) runs them first."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.by_doc: dict[Path, Shell] = {}
+        self.failed: set[Block] = set()
+
+    def run(self, block: Block) -> None:
+        """Run ``block`` in its file's shell, after the file's earlier shell blocks."""
+        shell = self.by_doc.get(block.doc)
+        if shell is None or not shell.alive:
+            shell = self.by_doc[block.doc] = Shell(make_checkout(self.scratch / f"{block.doc.stem}-{block.index}"))
+        for earlier in RUNNABLE:
+            if earlier.doc == block.doc and earlier.uses_shell and earlier.index < block.index:
+                if earlier in self.failed:
+                    pytest.fail(f"{block.name} needs {earlier.name}, which failed")
+                if earlier.index not in shell.done:
+                    self._run(shell, earlier)
+        self._run(shell, block)
+
+    def _run(self, shell: Shell, block: Block) -> None:
+        shell.done.add(block.index)
+        try:
+            run_in_shell(shell, block)
+        except BaseException:
+            self.failed.add(block)
+            raise
+
+    def close(self) -> None:
+        for shell in self.by_doc.values():
+            shell.close()
+
+
+@pytest.fixture(scope="module")
+def shells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shells]:
+    pool = Shells(tmp_path_factory.mktemp("doc-shells"))
+    yield pool
+    pool.close()
+
+
+# -- running each kind of block -----------------------------------------------------------------------
+def run_in_shell(shell: Shell, block: Block) -> None:
+    if block.language == "console":
+        for command, shown in transcript(block.text):
+            check_command(shell, block, command, shown)
+        return
+    status, out = shell.run(f"set -e -o pipefail\n{block.text}set +e +o pipefail\n", SHELL_TIMEOUT)
+    assert status == 0, f"{block.name} failed (status {status}):\n{out}"
+
+
+def transcript(text: str) -> list[tuple[str, list[str]]]:
+    """``(command, shown output lines)`` of each ``$ `` line of a console block."""
+    steps: list[tuple[str, list[str]]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("$ "):
+            if steps:
+                steps[-1][1].append(lines[i])
+            i += 1
+            continue
+        command = lines[i][2:]
+        while command.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            command = command[:-1] + " " + lines[i].strip()
+        steps.append((command, []))
+        i += 1
+    return steps
+
+
+def check_command(shell: Shell, block: Block, command: str, shown: list[str]) -> None:
+    if any(line.startswith("^C") for line in shown):
+        check_interrupted(shell.cwd, block, command)
+        return
+    errors = [line for line in shown if line.startswith("error:")]
+    status, out = shell.run(f"{command}\n", COMMAND_TIMEOUT)
+    where = f"{block.name}: $ {command}"
+    assert status != -1, f"{where} timed out:\n{out}"
+    if not errors:
+        assert status == 0, f"{where} failed (status {status}):\n{out}"
+        return
+    assert status > 0, f"{where} should fail as shown, but exited {status}:\n{out}"
+    printed = out.splitlines()
+    for line in errors:
+        assert line in printed, f"{where} printed, instead of {line!r}:\n{out}"
+
+
+def check_interrupted(cwd: Path, block: Block, command: str) -> None:
+    """A server shown stopped with ^C: start it, wait for its first output, interrupt it."""
+    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: first.put(proc.stdout.readline() if proc.stdout else ""),
+                         daemon=True).start()
+        line = first.get(timeout=COMMAND_TIMEOUT)
+        assert line and proc.poll() is None, f"{block.name}: $ {command} did not start serving: {line!r}"
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def run_python(block: Block, where: Path) -> None:
+    checkout = make_checkout(where)
+    script = checkout / ("test_doc_block.py" if "pytest" in block.info else "doc_block.py")
+    script.write_text(block.text, encoding="utf-8")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name] if "pytest" in block.info \
+        else [sys.executable, script.name]
+    try:
+        done = subprocess.run(argv, cwd=checkout, env=child_env(), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=PYTHON_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{block.name} timed out after {PYTHON_TIMEOUT:.0f} s:\n{exc.stdout!r}\n{exc.stderr!r}")
+    assert done.returncode == 0, f"{block.name} failed (status {done.returncode}):\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[block.name for block in RUNNABLE])
+def test_doc_block_runs(block: Block, shells: Shells, tmp_path: Path) -> None:
+    if block.uses_shell:
+        shells.run(block)
+    else:
+        run_python(block, tmp_path / "checkout")
+
+
+# -- the conventions themselves -------------------------------------------------------------------------
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=[block.name for block in ALL_BLOCKS])
+def test_info_string_is_known(block: Block) -> None:
+    """A misspelt language (```pyhton) would silently escape the runner."""
+    assert block.language in RUN_LANGUAGES | SHOWN_LANGUAGES, f"{block.name}: unknown language {block.language!r}"
+    extra = set(block.info[1:]) - {NO_RUN, "pytest"}
+    assert not extra, f"{block.name}: unknown words in the info string: {sorted(extra)}"
+    if "pytest" in block.info:
+        assert block.language == "python", f"{block.name}: 'pytest' goes with python blocks only"
+
+
+def test_blocks_are_found() -> None:
+    """The parser sees the blocks it should (a regression here would silently test nothing)."""
+    assert len(RUNNABLE) >= 20
+    assert {block.doc.name for block in RUNNABLE} >= {"README.md", "cli.md", "getting-started.md"}
+    sample = blocks_of(ROOT / "README.md")
+    assert [b.language for b in sample][:3] == ["sh", "sh", "python"]
+    assert "asyncio.run(main())" in sample[2].text
+
+
+def test_transcript_pairs_commands_with_their_output() -> None:
+    steps = transcript("$ pyorb ior IOR:zz\nerror: malformed IOR\n$ a \\\n  b\nok\n")
+    assert steps == [("pyorb ior IOR:zz", ["error: malformed IOR"]), ("a  b", ["ok"])]
