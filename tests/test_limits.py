@@ -306,3 +306,54 @@ async def test_a_client_gone_with_requests_pending_leaks_nothing(
     gc.collect()
     from pyorb.server.dispatch import Call
     assert not [o for o in gc.get_objects() if isinstance(o, Call)]
+
+
+SIGTERM_SERVER = """
+import asyncio, sys, threading, time
+import pyorb
+
+bench = pyorb.load_idl("idl/bench.idl")
+
+
+class Slow(bench.Bench__POA.Sink):
+    def work(self, token):
+        time.sleep(1.0)
+        return token
+
+
+async def main():
+    server = pyorb.Server(strategy="thread_pool(2)")
+    await server.start()
+    print(server.corbaloc(server.activate(Slow(), "slow")), flush=True)
+    await server.serve_forever(grace=5.0)
+    print("closed", flush=True)
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.asyncio
+@pytest.mark.client_loop_only
+async def test_sigterm_closes_gracefully(clients: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_SERVER], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        ref = proc.stdout.readline().strip()
+        (client,) = clients(1)
+        in_flight = asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(3))
+        await asyncio.sleep(0.3)  # the call is in servant code now
+        proc.send_signal(signal.SIGTERM)
+        assert await in_flight == 3  # answered within the grace period
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        assert out.strip() == "closed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

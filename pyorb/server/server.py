@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from types import TracebackType
 from typing import Any, Callable, Mapping
 
@@ -128,6 +129,27 @@ class Server:
         # and not for long (they are daemon threads; a stuck servant is logged).
         joining = asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
         await asyncio.wait([joining], timeout=1.0)
+
+    async def serve_forever(self, grace: float = 5.0) -> None:
+        """Serve until SIGTERM or SIGINT, then :meth:`close` with ``grace``.
+
+        Starts the server if needed.  Signal handlers are installed on the
+        running loop (so call it from the main thread) and removed on return.
+        """
+        if self._server is None:
+            await self.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for signum in signals:
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            await stop.wait()
+            log.info("signal received: closing with %.1f s grace", grace)
+        finally:
+            for signum in signals:
+                loop.remove_signal_handler(signum)
+            await self.close(grace)
 
     async def __aenter__(self) -> Server:
         await self.start()
