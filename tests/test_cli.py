@@ -134,6 +134,16 @@ def test_loadtest_group_is_mounted() -> None:
     assert "No such command 'nope'" in one_line_error(pyorb("loadtest", "nope"), code=2)
 
 
+def test_traceback_flag_and_verbose_logging() -> None:
+    shown = pyorb("--traceback", "ior", "IOR:zz")
+    assert shown.returncode == 1 and "Traceback" in shown.stderr and "malformed IOR" in shown.stderr
+    ref = build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", 1, b"Quoter").to_string()
+    logged = pyorb("-v", "call", ref, "get_quote", "A", "--idl", str(STOCK_IDL))
+    assert logged.returncode == 1
+    assert "INFO pyorb.client.client: cannot connect to 127.0.0.1:1" in logged.stderr
+    assert logged.stderr.splitlines()[-1].startswith("error: CORBA.TRANSIENT")
+
+
 # -- compile ---------------------------------------------------------------------
 
 
