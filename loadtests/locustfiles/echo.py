@@ -1,0 +1,39 @@
+"""Locust: Bench::Echo.ping, closed loop, against any echo server.
+
+    python3 servers/pyorb_echo.py            # or servers/omni_echo.py; prints the IOR
+    locust -f loadtests/locustfiles/echo.py --headless -u 10 -r 10 --run-time 30s --host <IOR>
+
+Each task sends the current time as the stamp and counts a reply with any
+other stamp as a failure.  The target (IOR or corbaloc URL of the Echo
+object) comes from --host.
+
+Environment variables (all optional):
+  PYORB_CALL_TIMEOUT     per-call timeout in seconds (default 10)
+  PYORB_CONNECT_TIMEOUT  TCP connect timeout in seconds (default 10)
+  PYORB_GIOP             highest GIOP version to speak: 1.0, 1.1 or 1.2 (default 1.2)
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # this checkout's pyorb, wherever locust runs from
+
+from locust import task  # noqa: E402
+
+from pyorb.locust import CorbaUser, config_from_env  # noqa: E402
+
+
+class EchoUser(CorbaUser):
+    """Pings the Echo object as fast as it answers."""
+
+    idl = ROOT / "idl" / "bench.idl"
+    interface = "Bench::Echo"
+    config = config_from_env()
+
+    @task
+    def ping(self) -> None:
+        stamp = time.monotonic_ns()
+        self.client.ping(stamp, check=lambda got: got == stamp)
