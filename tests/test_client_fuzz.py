@@ -24,6 +24,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from servers.pyorb_echo import make_servant
 from pyorb.giop import (
     CloseConnection,
     GIOPConnection,
@@ -47,13 +48,6 @@ CALL_TIMEOUT_S = 0.25
 MARGIN_S = 5.0  # beyond the call timeout: more than that is a hang
 MAX_FORWARDS = 2
 
-
-class Echo(IDL.Bench__POA.Echo):  # type: ignore[misc,name-defined]
-    def ping(self, stamp: int) -> int:
-        return stamp
-
-    def notify(self, stamp: int) -> None:
-        pass
 
 
 def ior_body(ior: IOR, reply: Reply) -> bytes:
@@ -179,7 +173,7 @@ class HostileServer:
 @pytest_asyncio.fixture
 async def good_server() -> AsyncIterator[pyorb.Server]:
     async with pyorb.Server() as server:
-        server.activate(Echo(), "Echo")
+        server.activate(make_servant(IDL, "sync"), "Echo")
         yield server
 
 

@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 import pyorb
+from servers.pyorb_echo import make_servant
 from pyorb.giop import GIOPConnection, Message, Role
 from tests.fuzz.malformed import ping_request
 from tests.giop.test_properties import run
@@ -29,18 +30,11 @@ STEP_S = READ_TIMEOUT_S / 6  # each message completes this soon after it starts
 STEPS = 18  # three read timeouts in all
 
 
-class Echo(IDL.Bench__POA.Echo):  # type: ignore[misc,name-defined]
-    def ping(self, stamp: int) -> int:
-        return stamp
-
-    def notify(self, stamp: int) -> None:
-        pass
-
 
 @pytest_asyncio.fixture
 async def server() -> AsyncIterator[pyorb.Server]:
     async with pyorb.Server(config=pyorb.Config(read_timeout=READ_TIMEOUT_S)) as server:
-        server.activate(Echo(), "Echo")
+        server.activate(make_servant(IDL, "sync"), "Echo")
         yield server
 
 
