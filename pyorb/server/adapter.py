@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
@@ -18,7 +19,8 @@ NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
 BUILTIN_NAMES = {"_is_a": IS_A, "_non_existent": NON_EXISTENT, "_not_existent": NON_EXISTENT}
 
 
-class Route(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Route:
     """Where one operation of one active servant goes."""
 
     entry: OpEntry
@@ -27,7 +29,8 @@ class Route(NamedTuple):
     deadline: float | None
 
 
-class Binding(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Binding:
     """An active servant and, per operation, its strategy."""
 
     servant: Any
