@@ -7,6 +7,7 @@ interop IDL's types.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -23,7 +24,7 @@ from typing import Iterator
 import pytest
 
 from pyorb.giop.ior import IOR, ORB_TYPE_OMNIORB, IIOPProfile, TaggedComponent, TaggedProfile, build_ior
-from pyorb.testkit import ServerProcess
+from pyorb.testkit import NameServer, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 STOCK_IDL = ROOT / "idl" / "stock.idl"
@@ -299,6 +300,25 @@ def test_ops_lists_signatures(quoter: ServerProcess) -> None:
     assert done.returncode == 0, done.stderr
     assert "long get_quote(in string stock_name) raises (IDL:Stock/Invalid_Stock_Symbol:1.0)" in done.stdout
     assert "give a reference or --interface" in one_line_error(pyorb("ops", "--idl", str(STOCK_IDL)))
+
+
+@pytest.mark.interop
+def test_corbaname_references_resolve_through_omninames(quoter: ServerProcess, omni_names: NameServer) -> None:
+    async def bind() -> None:
+        from pyorb.client.client import Client
+        from pyorb.naming import root_context
+
+        async with Client() as client:
+            await root_context(client, omni_names.corbaloc).rebind("Quoter.object", client.resolve(quoter.ior))
+
+    asyncio.run(bind())
+    url = omni_names.corbaname + "#Quoter.object"
+    done = pyorb("call", url, "get_quote", "AB", "--idl", str(STOCK_IDL))
+    assert (done.returncode, done.stdout) == (0, "2\n"), done.stderr
+    described = pyorb("ior", "--json", url)
+    assert json.loads(described.stdout)["profiles"][0]["port"] == quoter.port, described.stderr
+    line = one_line_error(pyorb("ior", omni_names.corbaname + "#Nobody"))
+    assert line.startswith("error: IDL:omg.org/CosNaming/NamingContext/NotFound:1.0 raised by the naming service")
 
 
 @pytest.mark.parametrize("target, extra, message", [
