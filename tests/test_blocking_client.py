@@ -23,35 +23,25 @@ from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.ior import IOR, build_ior
 from pyorb.giop.messages import NEED_DATA, CloseConnection, MessageError, Request
 from pyorb.testing import LoopThread
+from tests import test_client
 from tests.interop.conftest import OmniServer
 from tests.interop.servants import Interop, TypesCoroutine
 from tests.interop.test_pyorb_client import CASES, PyorbContext, expected_failures
 from tests.peers import omni_client
 
 ROOT = Path(__file__).resolve().parents[1]
-IDL = pyorb.load_idl(ROOT / "idl" / "stock.idl")
-Stock, Stock__POA = IDL.Stock, IDL.Stock__POA
+Stock = test_client.Stock
 Bench = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
 
 
-class SlowQuoter(Stock__POA.Quoter):
-    """Replies after the number of milliseconds given as the stock name;
-    a name that is not a number is an Invalid_Stock_Symbol."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.cancelled = 0
+class SlowQuoter(test_client.SlowQuoter):
+    """test_client's quoter (replies after ``name`` ms); a name that is not
+    a number is an Invalid_Stock_Symbol."""
 
     async def get_quote(self, name: str) -> int:
         if not name.isdigit():
             raise Stock.Invalid_Stock_Symbol()
-        self.started += 1
-        try:
-            await asyncio.sleep(int(name) / 1000)
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-        return int(name)
+        return await super().get_quote(name)
 
 
 @pytest.fixture(scope="module")
@@ -104,24 +94,33 @@ def quoter(served: Served) -> tuple[pyorb.Server, SlowQuoter]:
     return server, servant
 
 
-class SinkProcess:
-    """tests/sink_peer.py in a subprocess; stopped by pid."""
+class Peer:
+    """A server script in a subprocess that prints its reference first; stopped by pid."""
 
-    def __init__(self, *options: str) -> None:
+    def __init__(self, script: Path, *options: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "sink_peer.py"), *options],
+            [sys.executable, str(script), *options],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url.startswith("corbaloc:"):
+        self.ref = self.proc.stdout.readline().strip()
+        if not self.ref.startswith(("IOR:", "corbaloc:")):
             self.stop()
-            raise RuntimeError("sink_peer did not start")
+            raise RuntimeError(f"{script.name} did not start")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
-        self.proc.communicate(timeout=10)
+            self.proc.communicate()
+
+
+def sink_peer(*options: str) -> Peer:
+    """tests/sink_peer.py: a pyorb Bench::Sink server."""
+    return Peer(ROOT / "tests" / "sink_peer.py", *options)
 
 
 def free_port() -> int:
@@ -237,10 +236,10 @@ def test_refused_connection_raises_transient() -> None:
 
 
 def test_server_killed_mid_call_raises_comm_failure() -> None:
-    sink = SinkProcess("--delay", "30")
+    sink = sink_peer("--delay", "30")
     try:
         with BlockingClient() as client:
-            proxy = client.resolve(sink.url, Bench.Sink)
+            proxy = client.resolve(sink.ref, Bench.Sink)
             threading.Timer(0.3, sink.proc.kill).start()
             with pytest.raises(CORBA.COMM_FAILURE) as info:
                 proxy.work(1)
@@ -357,10 +356,10 @@ print([j.value for j in jobs], time.monotonic() - start)
 
 
 def test_gevent_greenlets_overlap_their_calls() -> None:
-    sink = SinkProcess("--delay", "0.5")
+    sink = sink_peer("--delay", "0.5")
     try:
         done = subprocess.run(
-            [sys.executable, "-c", GEVENT_SCRIPT, sink.url, str(ROOT / "idl" / "bench.idl")],
+            [sys.executable, "-c", GEVENT_SCRIPT, sink.ref, str(ROOT / "idl" / "bench.idl")],
             capture_output=True, text=True, timeout=60, check=False,
         )
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,33 +17,11 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests.test_blocking_client import Peer, sink_peer
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILES = ROOT / "loadtests" / "locustfiles"
-RUN_TIME = "2s"
-
-
-class Peer:
-    """A server script in a subprocess that prints its reference first; stopped by pid."""
-
-    def __init__(self, script: Path, *options: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(script), *options],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        assert self.proc.stdout is not None
-        self.ref = self.proc.stdout.readline().strip()
-        if not self.ref.startswith(("IOR:", "corbaloc:")):
-            self.stop()
-            raise RuntimeError(f"{script.name} did not start")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
+RUN_TIME = "3s"
 
 
 @pytest.fixture(scope="module")
@@ -114,13 +91,18 @@ def test_echo_calls_are_counted_by_locust(echo_server: Peer, tmp_path: Path, pro
     options = ["--processes", "2"] if processes > 1 else []
     run = run_locust("echo.py", echo_server.ref, tmp_path, *options)
     assert run.returncode == 0, run.stderr[-3000:]
-    row = csv_row(run, "ping")
-    assert row["Type"] == "CORBA"
-    assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0
-    assert float(row["Average Content Size"]) == 8.0  # the reply body: one unsigned long long
     final = run.entry("ping")
     assert final["method"] == "CORBA"
-    assert final["num_requests"] >= int(row["Request Count"]) and final["num_failures"] == 0
+    assert final["num_requests"] > 0 and final["num_failures"] == 0
+    assert final["total_content_length"] == 8 * final["num_requests"]  # reply body: one unsigned long long
+    # The CSV files are rewritten every second while Locust runs; workers
+    # report to the master every 3 s, so only a one-process run's CSV is
+    # sure to have counted calls by the end of so short a test.
+    rows = [r for r in run.stats if r["Name"] == "ping"]
+    if processes == 1 or rows:
+        (row,) = rows
+        assert row["Type"] == "CORBA"
+        assert 0 < int(row["Request Count"]) <= final["num_requests"] and int(row["Failure Count"]) == 0
 
 
 @pytest.mark.parametrize(
@@ -129,7 +111,7 @@ def test_echo_calls_are_counted_by_locust(echo_server: Peer, tmp_path: Path, pro
     ids=["server-raises", "wrong-token"],
 )
 def test_sink_failures_are_counted_by_locust(tmp_path: Path, odd: str, error: str) -> None:
-    sink = Peer(ROOT / "tests" / "sink_peer.py", "--odd", odd)
+    sink = sink_peer("--odd", odd)
     try:
         run = run_locust("sink.py", sink.ref, tmp_path)
     finally:
@@ -156,13 +138,3 @@ def test_bad_input_ends_locust_with_a_message(tmp_path: Path, host: str, env: di
     assert run.returncode != 0
     assert message in run.stderr
     assert "Traceback" not in run.stderr
-
-
-def test_unreachable_server_counts_transient_failures(tmp_path: Path) -> None:
-    with socket.socket() as s:  # a port that nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    run = run_locust("echo.py", f"corbaloc::1.2@127.0.0.1:{port}/Echo", tmp_path, "-u", "2", "-r", "2")
-    final = run.entry("ping")
-    assert final["num_requests"] == final["num_failures"] > 0
-    assert all("TRANSIENT" in r["Error"] for r in run.failures), run.failures
