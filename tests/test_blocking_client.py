@@ -244,10 +244,35 @@ def test_server_killed_mid_call_raises_comm_failure() -> None:
             with pytest.raises(CORBA.COMM_FAILURE) as info:
                 proxy.work(1)
             assert info.value.completed == CORBA.COMPLETED_MAYBE
+            sink.proc.wait(10)  # its listening socket may outlive the connection by a moment
             with pytest.raises(CORBA.TRANSIENT):  # and nobody listens any more
                 proxy.work(1)
     finally:
         sink.stop()
+
+
+def test_a_call_queued_on_a_lost_connection_uses_a_new_one(
+    loop: LoopThread, quoter: tuple[pyorb.Server, SlowQuoter]
+) -> None:
+    server, _ = quoter
+    queued: list[Any] = []
+
+    def drop_connections() -> None:
+        for conn in list(server.connections):
+            loop.loop.call_soon_threadsafe(conn.abort)
+
+    with BlockingClient(Config(call_timeout=30.0)) as client:
+        proxy = client.resolve(server.corbaloc("Slow"), Stock.Quoter)
+        second = threading.Thread(target=lambda: queued.append(proxy.get_quote("50")))
+        threading.Timer(0.2, second.start).start()
+        threading.Timer(0.5, drop_connections).start()
+        with pytest.raises(CORBA.COMM_FAILURE) as info:
+            proxy.get_quote("5000")
+        assert info.value.completed == CORBA.COMPLETED_MAYBE
+        second.join(10)
+    # The queued call had sent nothing on the lost connection: it went out
+    # on a new one and got its reply.
+    assert queued == [50]
 
 
 def one_shot_server(answer: bytes, hang_up: bool) -> tuple[int, threading.Thread, list[bytes]]:

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 Endpoint = tuple[str, int]
 _DEFAULT: Any = object()
-_RECV_SIZE = 256 * 1024
+_RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: no mmap per reply
 
 
 class CallResult(NamedTuple):
@@ -53,6 +53,10 @@ class CallResult(NamedTuple):
     """The call's result, as the proxy method returns it."""
     reply_size: int
     """Bytes of the reply body (0 for a oneway call)."""
+
+
+class StaleConnection(Exception):
+    """The connection closed while the call waited for it; nothing was sent."""
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -92,7 +96,9 @@ class BlockingConnection:
             raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # other callers held the connection
         try:
             if not self.is_open:
-                raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)
+                raise StaleConnection()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # before the writer counts a request
             rid, data = self._writer.request(op, args, object_key, version)
             self._send(data, deadline)
             return None if op.oneway else self._await_reply(rid, deadline)
@@ -100,10 +106,11 @@ class BlockingConnection:
             self._lock.release()
 
     def _send(self, data: bytes, deadline: float | None) -> None:
+        wait = _remaining(deadline)
         try:
-            self._sock.settimeout(_remaining(deadline))
+            self._sock.settimeout(None if wait is None else max(wait, 0.001))
             self._sock.sendall(data)
-        except (TimeoutError, ValueError):  # ValueError: the deadline had passed
+        except TimeoutError:
             self.close()  # part of a message may have gone out
             raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO) from None
         except OSError as exc:
@@ -270,8 +277,7 @@ class BlockingClient:
         for _hop in range(self.config.max_forwards + 1):
             if route is None:
                 raise CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO)
-            conn = self._connection(route.endpoint, deadline)
-            reply = conn.call(op, args, route.key, route.version, deadline)
+            reply = self._request(route, op, args, deadline)
             if reply is None:
                 return CallResult(None, 0)
             try:
@@ -279,6 +285,15 @@ class BlockingClient:
             except LocationForward as fwd:
                 route = self.route(fwd.target)
         raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)  # a forwarding loop
+
+    def _request(self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None) -> Reply | None:
+        for _attempt in range(2):
+            conn = self._connection(route.endpoint, deadline)
+            try:
+                return conn.call(op, args, route.key, route.version, deadline)
+            except StaleConnection:
+                pass  # another caller lost it while we waited: safe to use a new one
+        raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)
 
     # -- connections -----------------------------------------------------------
     def _connection(self, endpoint: Endpoint, deadline: float | None) -> BlockingConnection:
