@@ -102,7 +102,8 @@ def _operation(op: Any) -> Model:
         "name": py_id(op.identifier()),
         "oneway": bool(op.oneway()),
         "ret": None if ret.kind() == idltype.tk_void else type_of(ret),
-        "params": [[py_id(p.identifier()), _DIRECTIONS[p.direction()], type_of(p.paramType())] for p in op.parameters()],
+        "params": [[py_id(p.identifier()), _DIRECTIONS[p.direction()], type_of(p.paramType())]
+                   for p in op.parameters()],
         "raises": [list(_split(e.scopedName())) for e in op.raises()],
     }
 

@@ -25,7 +25,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
-from pyorb.stubs import _sibling, read_modules, write_stubs
+from pyorb.stubs import sibling_name, read_modules, write_stubs
 
 REPO = Path(__file__).resolve().parent.parent
 IDL_DIR = REPO / "idl"
@@ -258,7 +258,7 @@ def companions(generated: tuple[Path, list[Path]]) -> Iterator[dict[str, ModuleT
         pyorb.load_idl(idl)  # the same classes the rest of the suite uses
     sys.path.insert(0, str(out))
     try:
-        yield {m: importlib.import_module(_sibling(m, "_pyorb")) for m in MODULES}
+        yield {m: importlib.import_module(sibling_name(m, "_pyorb")) for m in MODULES}
     finally:
         sys.path.remove(str(out))
 
@@ -285,7 +285,7 @@ def test_every_name_a_stub_declares_exists_at_run_time(
     stubs = {
         companions[module]: _package(out, module, "_pyorb", "pyi"),
         importlib.import_module(module): _package(out, module, "", "pyi"),
-        importlib.import_module(_sibling(module, "__POA")): _package(out, module, "__POA", "pyi"),
+        importlib.import_module(sibling_name(module, "__POA")): _package(out, module, "__POA", "pyi"),
     }
     for runtime, stub in stubs.items():
         checked = 0

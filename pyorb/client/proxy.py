@@ -211,7 +211,7 @@ def interface_for(repo_id: str) -> type | None:
 
 
 def _op_descriptors(cls: type) -> list[tuple[str, Any]]:
-    """``(_d_<op>, descriptor)`` of each operation; ``_d_<Type>`` of types declared inside the interface are not ones."""
+    """``(_d_<op>, descriptor)`` of each operation (not the ``_d_<Type>`` of types declared inside)."""
     found = []
     for name in dir(cls):
         desc = getattr(cls, name) if name.startswith("_d_") else None
