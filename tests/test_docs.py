@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -58,6 +59,7 @@ NO_RUN = "no-run"
 PYTHON_TIMEOUT = 90.0
 SHELL_TIMEOUT = 120.0
 COMMAND_TIMEOUT = 60.0
+WORKERS = 4
 NOT_MIRRORED = {".git", ".venv", ".mypy_cache", ".pytest_cache", ".hypothesis", "__pycache__"}
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>.*)$")
 
@@ -149,7 +151,6 @@ class Shell:
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.done: set[int] = set()
         self.count = 0
 
     def _read(self) -> None:
@@ -209,46 +210,64 @@ class Shell:
             self.proc.stdout.close()
 
 
-class Shells:
-    """One live shell per Markdown file; a block whose predecessors have not
-    run (a test selected alone) runs them first."""
+class DocRuns:
+    """Runs the selected blocks in the background, WORKERS at a time (the
+    examples mostly wait on sockets and subprocesses): each python block on
+    its own, the shell blocks of one file in order in one shell, from the
+    file's first shell block (a test selected alone still gets its file's
+    earlier blocks run first).  A test waits for its own block's outcome."""
 
-    def __init__(self, scratch: Path) -> None:
-        self.scratch = scratch
-        self.by_doc: dict[Path, Shell] = {}
-        self.failed: set[Block] = set()
+    def __init__(self, blocks: list[Block], scratch: Path) -> None:
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="doc-block")
+        self.outcomes: dict[Block, Future[None]] = {}
+        last: dict[Path, int] = {}
+        for block in blocks:
+            if block.uses_shell:
+                last[block.doc] = max(last.get(block.doc, 0), block.index)
+        for doc, index in last.items():  # the longest chains first
+            chain = [b for b in RUNNABLE if b.doc == doc and b.uses_shell and b.index <= index]
+            futures: dict[Block, Future[None]] = {b: Future() for b in chain}
+            self.outcomes.update(futures)
+            self.pool.submit(self._run_chain, futures, scratch / doc.stem)
+        for block in blocks:
+            if not block.uses_shell:
+                where = scratch / f"{block.doc.stem}-{block.index}"
+                self.outcomes[block] = self.pool.submit(run_python, block, where)
 
-    def run(self, block: Block) -> None:
-        """Run ``block`` in its file's shell, after the file's earlier shell blocks."""
-        shell = self.by_doc.get(block.doc)
-        if shell is None or not shell.alive:
-            shell = self.by_doc[block.doc] = Shell(make_checkout(self.scratch / f"{block.doc.stem}-{block.index}"))
-        for earlier in RUNNABLE:
-            if earlier.doc == block.doc and earlier.uses_shell and earlier.index < block.index:
-                if earlier in self.failed:
-                    pytest.fail(f"{block.name} needs {earlier.name}, which failed")
-                if earlier.index not in shell.done:
-                    self._run(shell, earlier)
-        self._run(shell, block)
-
-    def _run(self, shell: Shell, block: Block) -> None:
-        shell.done.add(block.index)
+    @staticmethod
+    def _run_chain(futures: dict[Block, Future[None]], where: Path) -> None:
+        shell = Shell(make_checkout(where))
+        failed: Block | None = None
         try:
-            run_in_shell(shell, block)
-        except BaseException:
-            self.failed.add(block)
-            raise
+            for block, outcome in futures.items():
+                if failed is not None:
+                    outcome.set_exception(pytest.fail.Exception(f"{block.name} needs {failed.name}, which failed"))
+                    continue
+                try:
+                    run_in_shell(shell, block)
+                except BaseException as exc:  # pytest's own failures are BaseExceptions
+                    failed = block
+                    outcome.set_exception(exc)
+                else:
+                    outcome.set_result(None)
+        finally:
+            shell.close()
+
+    def wait(self, block: Block) -> None:
+        """Return once ``block`` ran, or raise its failure."""
+        self.outcomes[block].result()
 
     def close(self) -> None:
-        for shell in self.by_doc.values():
-            shell.close()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 @pytest.fixture(scope="module")
-def shells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shells]:
-    pool = Shells(tmp_path_factory.mktemp("doc-shells"))
-    yield pool
-    pool.close()
+def doc_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocRuns]:
+    selected = [item.callspec.params["block"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_doc_block_runs" and hasattr(item, "callspec")]
+    runs = DocRuns(selected, tmp_path_factory.mktemp("docs"))
+    yield runs
+    runs.close()
 
 
 # -- running each kind of block -----------------------------------------------------------------------
@@ -334,11 +353,8 @@ def run_python(block: Block, where: Path) -> None:
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.name for block in RUNNABLE])
-def test_doc_block_runs(block: Block, shells: Shells, tmp_path: Path) -> None:
-    if block.uses_shell:
-        shells.run(block)
-    else:
-        run_python(block, tmp_path / "checkout")
+def test_doc_block_runs(block: Block, doc_runs: DocRuns) -> None:
+    doc_runs.wait(block)
 
 
 # -- the conventions themselves -------------------------------------------------------------------------
