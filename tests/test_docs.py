@@ -375,8 +375,33 @@ def test_blocks_are_found() -> None:
     sample = blocks_of(ROOT / "README.md")
     assert [b.language for b in sample][:3] == ["sh", "sh", "python"]
     assert "asyncio.run(main())" in sample[2].text
+    assert len(LINK.findall("".join(block_free_lines(ROOT / "docs" / "index.md")))) >= 12
 
 
 def test_transcript_pairs_commands_with_their_output() -> None:
     steps = transcript("$ pyorb ior IOR:zz\nerror: malformed IOR\n$ a \\\n  b\nok\n")
     assert steps == [("pyorb ior IOR:zz", ["error: malformed IOR"]), ("a  b", ["ok"])]
+
+
+LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(doc.relative_to(ROOT)) for doc in DOCS])
+def test_relative_links_resolve(doc: Path) -> None:
+    """The guide's pages link to each other and to the code: no link leads nowhere."""
+    text = "".join(block_free_lines(doc))
+    broken = [m["target"] for m in LINK.finditer(text)
+              if "://" not in m["target"] and not m["target"].startswith("mailto:")
+              and not (doc.parent / m["target"]).exists()]
+    assert not broken, f"{doc.relative_to(ROOT)} links to missing files: {broken}"
+
+
+def block_free_lines(doc: Path) -> list[str]:
+    """The lines of ``doc`` outside fenced code blocks."""
+    lines, inside = [], False
+    for line in doc.read_text(encoding="utf-8").splitlines(keepends=True):
+        if FENCE.match(line):
+            inside = not inside
+        elif not inside:
+            lines.append(line)
+    return lines
