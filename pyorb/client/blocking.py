@@ -82,7 +82,7 @@ class BlockingConnection:
         try:
             sock = socket.create_connection(endpoint, timeout=timeout)
         except OSError as exc:
-            log.info("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
+            log.debug("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
             raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock, config)
@@ -114,7 +114,7 @@ class BlockingConnection:
             self.close()  # part of a message may have gone out
             raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO) from None
         except OSError as exc:
-            log.info("send failed: %s", exc)
+            log.debug("send failed: %s", exc)
             self.close()
             raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO) from None
 
@@ -170,7 +170,7 @@ class BlockingConnection:
             self._try_send(self._writer.cancel(rid))
             raise CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE) from None
         except OSError as exc:
-            log.info("connection lost: %s", exc)
+            log.debug("connection lost: %s", exc)
             self.close()
             raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
         self._core.receive_data(data)
