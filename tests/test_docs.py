@@ -31,7 +31,9 @@ other languages (``text``, ``idl``, ...)
 Every block runs in a scratch directory that looks like a checkout of this
 repository (its top-level files and folders are symlinked there: ``idl/``,
 ``examples/``, ``tests/peers/``, ...), so that relative paths in the docs
-work and nothing an example writes lands in the repository.
+work and nothing an example writes lands in the repository.  Blocks of
+different files (and python blocks) run concurrently, so an example must
+not count on a fixed port or on a file another page writes.
 """
 
 from __future__ import annotations
