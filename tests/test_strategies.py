@@ -51,6 +51,13 @@ class Tracker:
         with self.lock:
             self.active -= 1
 
+    async def async_hold(self, token: int) -> None:
+        if token == BLOCK:
+            while not self.release.is_set():  # polls: holds no thread
+                await asyncio.sleep(0.005)
+        else:
+            await asyncio.sleep(self.delay)
+
     def hold(self, token: int) -> None:
         if token == GATE:
             assert self.gate.wait(10)
@@ -79,7 +86,7 @@ class AsyncSink(Bench__POA.Sink):  # type: ignore[misc,valid-type]
 
     async def work(self, token: int) -> int:
         self.t.enter(token)
-        await asyncio.sleep(self.t.delay)
+        await self.t.async_hold(token)
         self.t.leave()
         return token
 
@@ -90,7 +97,7 @@ class AMHSink(pyorb.amh_skeleton(Bench__POA.Sink)):  # type: ignore[misc]
 
     async def work(self, rh: Any, token: int) -> None:
         self.t.enter(token)
-        await asyncio.sleep(self.t.delay)
+        await self.t.async_hold(token)
         self.t.leave()
         rh.work(token)
 
@@ -383,13 +390,14 @@ async def test_locality_waits_for_its_stream_below_the_threshold(serve: Any, cli
 @pytest.mark.parametrize("spec", ["thread_pool(2)", "thread_per_connection", "threaded", "locality(1)"])
 @pytest.mark.parametrize("style", [AsyncSink, AMHSink])
 async def test_async_handlers_never_hold_a_thread(serve: Any, clients: Any, spec: str, style: type) -> None:
-    tracker = Tracker(delay=0.3)
+    tracker = Tracker()
     served = serve(spec)
     ref = served.activate(style(tracker), "sink")
     before = threading.active_count()
-    calls = [asyncio.ensure_future(sink(c, ref).work(i)) for i, c in enumerate(clients(4)) for _ in range(50)]
+    calls = [asyncio.ensure_future(sink(c, ref).work(BLOCK)) for c in clients(4) for _ in range(50)]
     await wait_until(lambda: tracker.active == 200)  # all 200 waiting at once
     assert threading.active_count() == before
+    tracker.release.set()
     await asyncio.gather(*calls)
     assert served.server.stats().strategies[0].threads == 0
 
