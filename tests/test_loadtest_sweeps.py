@@ -41,8 +41,8 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     finally:
         for proc in procs.values():
             if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+                proc.kill()  # its servers stop at their stdin's end of file
+                proc.communicate()
     return results
 
 
