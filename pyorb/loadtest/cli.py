@@ -102,7 +102,8 @@ def _summary(experiment: str, rows: Sequence[dict[str, Any]], failures: Sequence
         console.print(f"{len(bound)} point(s) generator-bound (the load generator used ≥ 90% of a core): "
                       + ", ".join(f"{r['label']} N={r['clients']}" for r in bound))
     if not rows:
-        raise RuntimeError(f"no point of {experiment} could be measured")
+        console.print(f"error: no point of {experiment} could be measured")
+        raise typer.Exit(1)
     console.print(f"wrote {out / experiment}.csv, .png and .md ({len(rows)} points)")
 
 
