@@ -44,7 +44,6 @@ async def read_replies(reader: asyncio.StreamReader, replies: list[Message]) -> 
         replies += run(core, [data], eof=False)
 
 
-@pytest.mark.xfail(reason="pyorb/aio/protocol.py does not restart the read timer when data arrives")
 @pytest.mark.asyncio
 async def test_steady_peer_ending_each_write_mid_message_is_not_dropped(server: pyorb.Server) -> None:
     reader, writer = await asyncio.open_connection(server.host, server.port)

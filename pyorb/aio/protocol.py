@@ -71,16 +71,22 @@ class GIOPProtocol(asyncio.Protocol):
         core = self.core
         gate = self.reading
         self._flush_pending = True  # replies made while handling this batch go out together
+        progressed = False
         try:
             while not gate.closed:
                 event = core.next_event()
                 if event is NEED_DATA or event is CLOSED:
                     break
+                progressed = True
                 self.message_received(event)  # type: ignore[arg-type]
         except ProtocolError as exc:
             self._protocol_error(exc)
         finally:
             self._flush()
+        if progressed:
+            # The timeout bounds one message: a busy peer whose reads end
+            # mid-message is not stalled as long as its messages complete.
+            self._cancel_read_timer()
         if core.in_progress or self._read_timer is not None:
             self._watch_partial()
 
