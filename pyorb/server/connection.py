@@ -30,7 +30,7 @@ from pyorb.giop.messages import (
 from pyorb.server.adapter import BUILTIN_NAMES, IS_A, ObjectAdapter
 from pyorb.server.dispatch import Call
 from pyorb.server.load import ServerLoad
-from pyorb.server.reply import ReplySink, encode_reply
+from pyorb.server.reply import ReplyInbox, ReplySink, encode_reply
 from pyorb.server.servant import ServantInfo, Style
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class ServerConnection(GIOPProtocol):
         objref_converter: ObjrefConverter,
         on_closed: Callable[[ServerConnection], None],
         load: ServerLoad,
+        inbox: ReplyInbox,
         refuse: bool = False,
     ) -> None:
         super().__init__(Role.SERVER, config)
@@ -64,6 +65,7 @@ class ServerConnection(GIOPProtocol):
         self._convert = objref_converter
         self._on_closed = on_closed
         self.load = load
+        self.inbox = inbox
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.max_message_size = config.max_message_size
         self.in_flight = 0  # counted by load, on the loop thread

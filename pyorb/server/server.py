@@ -14,6 +14,7 @@ from pyorb.server.adapter import ObjectAdapter
 from pyorb.server.connection import ServerConnection
 from pyorb.server.dispatch import Strategy
 from pyorb.server.load import ServerLoad
+from pyorb.server.reply import ReplyInbox
 from pyorb.server.stats import ServerStats, merge
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class Server:
         self._convert = objref_converter or (lambda ref: ref)
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._inbox: ReplyInbox | None = None
         self.connections: set[ServerConnection] = set()
         self.load = ServerLoad(config, self.connections)
 
@@ -67,6 +69,7 @@ class Server:
         if self._server is not None:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
+        self._inbox = ReplyInbox(loop)
         self._server = await loop.create_server(
             self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None
         )
@@ -76,9 +79,12 @@ class Server:
         log.info("pyorb server listening on %s:%d", self._host, self._port)
 
     def _make_connection(self) -> ServerConnection:
+        assert self._inbox is not None  # made by start(), before accepting
         if len(self.connections) >= self.config.max_connections:
-            return ServerConnection(self.config, self.adapter, self._convert, lambda c: None, self.load, refuse=True)
-        conn = ServerConnection(self.config, self.adapter, self._convert, self._connection_closed, self.load)
+            return ServerConnection(self.config, self.adapter, self._convert, lambda c: None, self.load,
+                                    self._inbox, refuse=True)
+        conn = ServerConnection(self.config, self.adapter, self._convert, self._connection_closed, self.load,
+                                self._inbox)
         self.connections.add(conn)
         return conn
 

@@ -40,7 +40,8 @@ class LocalityStrategy(_ThreadStrategy):
             raise ValueError(f"locality wait must be between 0 and 10 seconds, got {wait!r}")
         self.wait = float(wait)
         super().__init__(f"locality({n}, threshold={threshold}, wait={wait:g})")
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
+        self._idle: dict[threading.Condition, Hashable | None] = {}  # waiting worker -> its last stream
         self._streams: dict[Hashable, deque[Call]] = {}
         self._busy: set[Hashable] = set()  # streams a worker is serving now
         self._queued = 0
@@ -54,19 +55,32 @@ class LocalityStrategy(_ThreadStrategy):
     def _submit(self, call: Call) -> None:
         if not self._threads:
             self._threads = [self._thread(self._work, name=f"pyorb-locality-{i}") for i in range(self.size)]
-        with self._cv:
-            stream = self._streams.get(call.connection)
+        key = call.connection
+        with self._lock:
+            stream = self._streams.get(key)
             if stream is None:
-                stream = self._streams[call.connection] = deque()
+                stream = self._streams[key] = deque()
             stream.append(call)
             self._queued += 1
-            self._cv.notify_all()
+            self._wake_one(key)
+
+    def _wake_one(self, key: Hashable) -> None:  # holds the lock
+        # Wake one idle worker, the one that served this stream last if it
+        # waits: waking them all on every call costs more than the work.
+        if not self._idle:
+            return
+        chosen = next((cv for cv, last in self._idle.items() if last == key), None)
+        if chosen is None:
+            chosen = next(iter(self._idle))
+        del self._idle[chosen]  # woken: the next call must wake another worker
+        chosen.notify()
 
     def _work(self) -> None:
         last: Hashable | None = None
+        cv = threading.Condition(self._lock)
         while True:
-            with self._cv:
-                key = self._next_stream(last)
+            with self._lock:
+                key = self._next_stream(last, cv)
                 if key is None:
                     return
                 if key is not last:
@@ -77,31 +91,36 @@ class LocalityStrategy(_ThreadStrategy):
             last = key
             run_blocking(call)
             call = None  # type: ignore[assignment]  # keep no finished request alive
-            with self._cv:
+            with self._lock:
                 self._busy.discard(key)
                 if not self._streams[key]:
                     del self._streams[key]
-                self._cv.notify_all()
 
-    def _next_stream(self, last: Hashable | None) -> Hashable | None:  # holds the lock
+    def _next_stream(self, last: Hashable | None, cv: threading.Condition) -> Hashable | None:  # holds the lock
         idle_since = monotonic()
         while True:
             if last is not None and self._streams.get(last) and last not in self._busy:
                 return last
             free = [k for k, q in self._streams.items() if q and k not in self._busy]
+            timeout: float | None = None
             if not free:
                 if self._closing:
                     return None
-                self._cv.wait()
-                continue
-            best = max(free, key=lambda k: (len(self._streams[k]), -self._streams[k][0].queued_at))
-            waited = monotonic() - idle_since
-            if last is None or len(self._streams[best]) >= self.threshold or waited >= self.wait or self._closing:
-                return best
-            self._cv.wait(self.wait - waited)
+            else:
+                best = max(free, key=lambda k: (len(self._streams[k]), -self._streams[k][0].queued_at))
+                waited = monotonic() - idle_since
+                if last is None or len(self._streams[best]) >= self.threshold or waited >= self.wait or self._closing:
+                    return best
+                timeout = self.wait - waited
+            self._idle[cv] = last
+            try:
+                cv.wait(timeout)
+            finally:
+                self._idle.pop(cv, None)
 
     def close(self) -> None:
-        with self._cv:
+        with self._lock:
             self._closing = True
-            self._cv.notify_all()
+            for cv in list(self._idle):
+                cv.notify()
         _join(self._threads)
