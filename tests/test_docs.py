@@ -31,9 +31,11 @@ other languages (``text``, ``idl``, ...)
 Every block runs in a scratch directory that looks like a checkout of this
 repository (its top-level files and folders are symlinked there: ``idl/``,
 ``examples/``, ``tests/peers/``, ...), so that relative paths in the docs
-work and nothing an example writes lands in the repository.  Blocks of
-different files (and python blocks) run concurrently, so an example must
-not count on a fixed port or on a file another page writes.
+work and nothing an example writes lands in the repository.  In shell and
+console blocks the text ``/tmp/`` is replaced by a private directory, so
+that two runs of this test at once do not share files.  Blocks of different
+files (and python blocks) run concurrently, so an example must not count on
+a fixed port or on a file another page writes.
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ class Shell:
 
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
+        self.tmp = cwd / ".tmp"
+        self.tmp.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
             ["bash", "--noprofile", "--norc"], cwd=cwd, env=child_env(), stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -274,11 +278,13 @@ def doc_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 # -- running each kind of block -----------------------------------------------------------------------
 def run_in_shell(shell: Shell, block: Block) -> None:
+    # /tmp/ is mapped to the shell's own directory: two test runs at once must not share files.
+    text = block.text.replace("/tmp/", f"{shell.tmp}/")
     if block.language == "console":
-        for command, shown in transcript(block.text):
+        for command, shown in transcript(text):
             check_command(shell, block, command, shown)
         return
-    status, out = shell.run(f"set -e -o pipefail\n{block.text}set +e +o pipefail\n", SHELL_TIMEOUT)
+    status, out = shell.run(f"set -e -o pipefail\n{text}set +e +o pipefail\n", SHELL_TIMEOUT)
     assert status == 0, f"{block.name} failed (status {status}):\n{out}"
 
 
