@@ -81,7 +81,8 @@ def test_latency_scalability_rows(sweeps: dict[str, Any]) -> None:
     table = rows(sweeps["out"], "latency-scalability")
     assert [r["delay_ms"] for r in table] == ["0.0", "20.0"]
     slow = table[1]
-    assert float(slow["min_ms"]) >= 20.0  # every reply waited for the sink's delay
+    # every reply waited for the sink's delay (libuv timers, on a cached clock, may fire up to 1 ms early)
+    assert float(slow["min_ms"]) >= 19.0
     assert float(slow["throughput"]) <= 1.05 * 5 / 0.02
 
 
