@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pyorb.client.blocking import BlockingClient as BlockingClient
     from pyorb.client.client import Client as Client
     from pyorb.client.proxy import ExceptionHolder as ExceptionHolder, ObjectRef as ObjectRef, Poller as Poller
     from pyorb.config import Config as Config
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "BlockingClient": "pyorb.client.blocking",
     "Client": "pyorb.client.client",
     "Config": "pyorb.config",
     "EventLoopStrategy": "pyorb.server.strategies",
