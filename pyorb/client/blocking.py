@@ -29,7 +29,14 @@ from typing import Any, Callable, NamedTuple
 from omniORB import CORBA
 
 from pyorb import marshal
-from pyorb.client.calls import LocationForward, RequestWriter, interface_operations, reply_result
+from pyorb.client.calls import (
+    LocationForward,
+    Reference,
+    RequestWriter,
+    interface_operations,
+    reference_ior,
+    reply_result,
+)
 from pyorb.client.client import Route, _version
 from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for
 from pyorb.config import DEFAULT_CONFIG, Config
@@ -220,16 +227,9 @@ class BlockingClient:
         ``interface`` is the generated stub class; without it the IOR's type
         id picks one.  No network traffic.
         """
-        if isinstance(ref, (BlockingRef, ObjectRef)):
-            ior = ref.ior
-        elif isinstance(ref, IOR):
-            ior = ref
-        elif isinstance(ref, str):
-            ior = parse_reference(ref)
-        elif isinstance(ref, CORBA.Object):
+        ior = reference_ior(ref)
+        if ior is None:
             return self.from_objref(ref, interface)
-        else:
-            raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
         if interface is None:
             interface = interface_for(ior.type_id)
         return blocking_proxy_class(interface)(self, ior)
@@ -338,10 +338,11 @@ class BlockingClient:
         self.close()
 
 
-class BlockingRef:
+class BlockingRef(Reference):
     """A reference to a CORBA object, bound to the blocking client that calls it."""
 
-    __slots__ = ("_client", "_ior", "_route")
+    __slots__ = ("_client", "_route")
+    _repr_note = " (blocking)"
     _interface: type | None = None
     _operations: dict[str, Operation] = {}
     """The interface's operations by method name (for wrappers such as pyorb.locust)."""
@@ -375,23 +376,6 @@ class BlockingRef:
         """The same reference seen as ``interface`` (no remote check)."""
         return blocking_proxy_class(interface)(self._client, self._ior)
 
-    @property
-    def ior(self) -> IOR:
-        return self._ior
-
-    def __str__(self) -> str:
-        return self._ior.to_string()
-
-    def __repr__(self) -> str:
-        profile = self._ior.iiop
-        where = f"{profile.host}:{profile.port}" if profile else "no IIOP profile"
-        return f"<{type(self).__name__} {self._ior.type_id or '?'} at {where} (blocking)>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BlockingRef) and other._ior == self._ior
-
-    def __hash__(self) -> int:
-        return hash(self._ior)
 
 
 def _blocking_method(attr: str, op: Operation) -> Callable[..., Any]:

@@ -18,7 +18,7 @@ from pyorb.config import Config
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import CS_UTF8, CS_UTF16, IOR, code_sets_context
+from pyorb.giop.ior import CS_UTF8, CS_UTF16, IOR, code_sets_context, parse_reference
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_2,
@@ -151,3 +151,49 @@ def interface_operations(interface: type) -> dict[str, Operation]:
     if not ops:
         raise TypeError(f"{interface!r} is not a generated interface stub class")
     return ops
+
+
+class Reference:
+    """What the async and blocking proxies share: an IOR, shown and compared.
+
+    Two references are equal when their IORs are, whichever client they
+    are bound to.
+    """
+
+    __slots__ = ("_ior",)
+    _repr_note = ""
+
+    def __init__(self, ior: IOR) -> None:
+        self._ior = ior
+
+    @property
+    def ior(self) -> IOR:
+        return self._ior
+
+    def __str__(self) -> str:
+        return self._ior.to_string()
+
+    def __repr__(self) -> str:
+        profile = self._ior.iiop
+        where = f"{profile.host}:{profile.port}" if profile else "no IIOP profile"
+        return f"<{type(self).__name__} {self._ior.type_id or '?'} at {where}{self._repr_note}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Reference) and other._ior == self._ior
+
+    def __hash__(self) -> int:
+        return hash(self._ior)
+
+
+def reference_ior(ref: object) -> IOR | None:
+    """The IOR of a proxy, an IOR, or an IOR/corbaloc string; None for an
+    omniORB object reference (the caller converts those).  TypeError otherwise."""
+    if isinstance(ref, Reference):
+        return ref.ior
+    if isinstance(ref, IOR):
+        return ref
+    if isinstance(ref, str):
+        return parse_reference(ref)
+    if isinstance(ref, CORBA.Object):
+        return None
+    raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")

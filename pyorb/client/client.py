@@ -9,6 +9,7 @@ from typing import Any, Callable, NamedTuple, TypeVar, overload
 
 from omniORB import CORBA
 
+from pyorb.client.calls import reference_ior
 from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
@@ -60,16 +61,9 @@ class Client:
         type; without it the IOR's type id picks one.  No network traffic:
         use :meth:`narrow` to have the server confirm the type.
         """
-        if isinstance(ref, ObjectRef):
-            ior = ref._ior
-        elif isinstance(ref, IOR):
-            ior = ref
-        elif isinstance(ref, str):
-            ior = parse_reference(ref)
-        elif isinstance(ref, CORBA.Object):
+        ior = reference_ior(ref)
+        if ior is None:
             return self.from_objref(ref, interface)
-        else:
-            raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
         if interface is None:
             interface = interface_for(ior.type_id)
         return proxy_class(interface)(self, ior)

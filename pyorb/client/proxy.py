@@ -17,6 +17,7 @@ import omniORB
 from omniORB import CORBA
 
 from pyorb import marshal
+from pyorb.client.calls import Reference
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
 
@@ -30,10 +31,10 @@ IS_A = Operation("_is_a", (((18, 0),), (8,), None))
 NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
 
 
-class ObjectRef:
+class ObjectRef(Reference):
     """A reference to a CORBA object, bound to the client that calls it."""
 
-    __slots__ = ("_client", "_ior", "_route")
+    __slots__ = ("_client", "_route")
     _interface: ClassVar[type | None] = None
 
     def __init__(self, client: Client, ior: IOR) -> None:
@@ -72,24 +73,6 @@ class ObjectRef:
     def _to_omni(self) -> Any:
         """This reference as an omniORB object reference (for the marshaler)."""
         return ensure_orb().string_to_object(self._ior.to_string())
-
-    @property
-    def ior(self) -> IOR:
-        return self._ior
-
-    def __str__(self) -> str:
-        return self._ior.to_string()
-
-    def __repr__(self) -> str:
-        profile = self._ior.iiop
-        where = f"{profile.host}:{profile.port}" if profile else "no IIOP profile"
-        return f"<{type(self).__name__} {self._ior.type_id or '?'} at {where}>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ObjectRef) and other._ior == self._ior
-
-    def __hash__(self) -> int:
-        return hash(self._ior)
 
 
 class ExceptionHolder:
