@@ -322,7 +322,7 @@ def test_corbaname_references_resolve_through_omninames(quoter: ServerProcess, o
 
 
 @pytest.mark.parametrize("target, extra, message", [
-    ("{file}:Quoter", ["--model", "no_such_model"], "unknown strategy 'no_such_model'"),
+    ("{file}:Quoter", ["--model", "no_such_model"], "unknown model 'no_such_model'"),
     ("{file}:NotAServant", [], "is not a servant"),
     ("{file}:Missing", [], "has no attribute 'Missing'"),
     ("{file}", [], "expected MODULE:Servant"),

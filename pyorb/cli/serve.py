@@ -6,7 +6,6 @@ Lifetime, announcement and statistics are the papers' servers' own
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import importlib.util
 import os
@@ -80,19 +79,17 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
-def strategy(model: str | None) -> Any:
-    """What to pass as ``Server(strategy=...)`` for ``--model``.
-
-    Servers that know strategy specs ("thread_pool(8)") get the text and
-    validate it; before that registry existed only the event loop was there.
-    """
+def strategy(model: str | None) -> str | None:
+    """The strategy spec for ``--model``: a spec ("thread_pool(8)") or a
+    papers' name ("tpc", "tpr-8", "amh-st"); ValueError for anything else."""
     if model is None:
         return None
-    if importlib.util.find_spec("pyorb.server.strategies") is not None:
-        return model
-    if model.strip() == "reactive":
-        return None
-    raise ValueError(f"unknown model {model!r}: this pyorb serves only 'reactive' (on the event loop)")
+    from pyorb.servers.models import resolve_model
+
+    resolved = resolve_model(model)
+    if resolved.workers > 1:
+        raise ValueError(f"model {model!r} runs several processes; pyorb serve runs one (use --model amh)")
+    return resolved.strategy
 
 
 async def serve(opts: ServeOptions) -> int:
@@ -107,10 +104,7 @@ async def serve(opts: ServeOptions) -> int:
         runner.announce(server.ior(key), server.corbaloc(key), opts.ior_file)
         await runner.wait_for_stop(opts.stop_on_stdin_eof, lambda: _print_stats(server))
     finally:
-        try:
-            await asyncio.wait_for(server.close(), runner.SHUTDOWN_GRACE_S)
-        except asyncio.TimeoutError:
-            pass
+        await server.close(grace=runner.DRAIN_GRACE_S)
     _print_stats(server)
     return 0
 

@@ -95,24 +95,14 @@ async def serve(ns: argparse.Namespace, model: Model) -> int:
 
     config = pyorb.Config(call_timeout=ns.timeout)
     sink_iface = bench_idl().Bench.Sink
-    server = pyorb.Server(ns.host, ns.port, strategy=model.strategy, reuse_port=ns.reuse_port)
-    try:
-        await server.start()
-    except OSError as exc:
-        print(f"middle: cannot listen on {ns.host}:{ns.port}: {exc.strerror or exc}", file=sys.stderr)
+    server = await runner.start_server("middle", ns, model.strategy)
+    if server is None:
         return 1
-    title = f"middle {model.name}"
     async with pyorb.Client(config) as client:
         with BlockingClient(config) as blocking:
             servant = make_servant(model, client.resolve(ns.sink, sink_iface), blocking.resolve(ns.sink, sink_iface),
                                    asyncio.get_running_loop())
-            try:
-                key = server.activate(servant, ns.key)
-                runner.announce(server.ior(key), server.corbaloc(key), ns.ior_file)
-                await runner.wait_for_stop(not ns.no_stdin_watch, lambda: runner.print_stats(server.stats(), title))
-            finally:
-                await server.close(grace=runner.DRAIN_GRACE_S)
-                runner.print_stats(server.stats(), title)
+            await runner.serve_until_stopped(server, servant, ns, f"middle {model.name}")
     return 0
 
 

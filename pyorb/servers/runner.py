@@ -86,6 +86,30 @@ def _set_threadsafe(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> No
         pass
 
 
+async def start_server(prog: str, ns: argparse.Namespace, strategy: str) -> Any:
+    """A started ``pyorb.Server`` for the options, or None after a one-line error."""
+    import pyorb
+
+    server = pyorb.Server(ns.host, ns.port, strategy=strategy, reuse_port=ns.reuse_port)
+    try:
+        await server.start()
+    except OSError as exc:
+        print(f"{prog}: cannot listen on {ns.host}:{ns.port}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+    return server
+
+
+async def serve_until_stopped(server: Any, servant: Any, ns: argparse.Namespace, title: str) -> None:
+    """Activate ``servant``, announce it, serve until told to stop, drain, print the statistics."""
+    try:
+        key = server.activate(servant, ns.key)
+        announce(server.ior(key), server.corbaloc(key), ns.ior_file)
+        await wait_for_stop(not ns.no_stdin_watch, lambda: print_stats(server.stats(), title))
+    finally:
+        await server.close(grace=DRAIN_GRACE_S)
+        print_stats(server.stats(), title)
+
+
 def print_stats(stats: Any, title: str) -> None:
     """Print a ``ServerStats`` snapshot to stderr as a table."""
     from rich.console import Console

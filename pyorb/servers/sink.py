@@ -76,22 +76,11 @@ def make_servant(model: Model, demand: Demand) -> Any:
 
 
 async def serve(ns: argparse.Namespace, model: Model, demand: Demand) -> int:
-    import pyorb
-
-    server = pyorb.Server(ns.host, ns.port, strategy=model.strategy, reuse_port=ns.reuse_port)
-    try:
-        await server.start()
-    except OSError as exc:
-        print(f"sink: cannot listen on {ns.host}:{ns.port}: {exc.strerror or exc}", file=sys.stderr)
+    server = await runner.start_server("sink", ns, model.strategy)
+    if server is None:
         return 1
     title = f"sink {model.name} delay={demand.delay:g}s cpu={demand.cpu:g}s"
-    try:
-        key = server.activate(make_servant(model, demand), ns.key)
-        runner.announce(server.ior(key), server.corbaloc(key), ns.ior_file)
-        await runner.wait_for_stop(not ns.no_stdin_watch, lambda: runner.print_stats(server.stats(), title))
-    finally:
-        await server.close(grace=runner.DRAIN_GRACE_S)
-        runner.print_stats(server.stats(), title)
+    await runner.serve_until_stopped(server, make_servant(model, demand), ns, title)
     return 0
 
 
