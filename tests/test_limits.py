@@ -357,3 +357,49 @@ async def test_sigterm_closes_gracefully(clients: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("closes", [1, 2])
+async def test_close_connection_before_the_reply_is_retried_once(closes: int) -> None:
+    """A server that sends CloseConnection with a request pending ran none of
+    it: the client re-sends it once on a new connection; a second
+    CloseConnection is TRANSIENT, completed NO, for the caller."""
+    from pyorb.giop import GIOPConnection, Role, codec
+    from pyorb.giop.messages import CloseConnection, Request
+    from pyorb.marshal import Operation
+
+    ping = Operation("ping", Bench.Echo._d_ping)
+    connections = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        core = GIOPConnection(Role.SERVER)
+        while (data := await reader.read(65536)):
+            core.receive_data(data)
+            while isinstance(req := core.next_event(), Request):
+                if connections <= closes:
+                    writer.write(codec.encode(CloseConnection(req.version)))
+                    writer.close()
+                    return
+                (stamp,) = ping.args.unpack(req.body, req.body_offset, req.little_endian)
+                body = ping.results.pack((stamp,), 0, req.little_endian)
+                writer.write(codec.encode_reply_12(req.request_id, 0, body, req.little_endian))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with pyorb.Client() as client:
+            proxy = client.resolve(f"corbaloc::1.2@127.0.0.1:{port}/Echo", Bench.Echo)
+            if closes == 1:
+                assert await proxy.ping(42, timeout=5) == 42
+            else:
+                with pytest.raises(CORBA.TRANSIENT) as info:
+                    await proxy.ping(42, timeout=5)
+                assert info.value.completed == CORBA.COMPLETED_NO
+        assert connections == 2
+    finally:
+        server.close()
+        await server.wait_closed()

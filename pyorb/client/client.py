@@ -107,7 +107,7 @@ class Client:
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        inv = Invocation(op, args, fut, self._retarget, self.from_objref)
+        inv = Invocation(op, args, fut, self._retarget, self.from_objref, target)
         fut.add_done_callback(inv.finished)
         if timeout is not None:
             inv.timer = loop.call_later(timeout, inv.timed_out)

@@ -69,8 +69,10 @@ class ClientConnection(GIOPProtocol):
             log.debug("unexpected LocateReply %d dropped", message.request_id)
         elif type(message) is CloseConnection:
             # The server processed none of the pending requests: safe to retry.
-            self._fail_all(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
-            self.close()
+            pending, self.pending = self.pending, {}
+            self.close()  # first, so that a retry opens a new connection
+            for inv in pending.values():
+                inv.connection_closed_unanswered()
         elif type(message) is MessageError:
             log.warning("server %s reported a MessageError", self.peer)
             self._fail_all(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE))

@@ -20,11 +20,13 @@ class Invocation:
     """A request in flight.  The connection completes it with the reply, or
     fails it; the timer or the caller's cancellation abandons it.
 
-    ``retarget`` is called with a forwarded IOR (LOCATION_FORWARD) and must
-    re-send this invocation there.
+    ``retarget`` is called with a forwarded IOR (LOCATION_FORWARD), or with
+    ``target`` again after a CloseConnection, and must re-send this
+    invocation there.
     """
 
-    __slots__ = ("op", "args", "future", "conn", "request_id", "timer", "forwards", "retarget", "convert")
+    __slots__ = ("op", "args", "future", "conn", "request_id", "timer", "forwards", "retarget", "convert", "target",
+                 "resent")
 
     def __init__(
         self,
@@ -33,6 +35,7 @@ class Invocation:
         future: asyncio.Future[Any],
         retarget: Callable[[Invocation, IOR], None],
         convert: Callable[[Any], Any],
+        target: IOR,
     ) -> None:
         self.op = op
         self.args = args
@@ -43,6 +46,8 @@ class Invocation:
         self.forwards = 0
         self.retarget = retarget
         self.convert = convert
+        self.target = target
+        self.resent = False
 
     # -- outcomes --------------------------------------------------------------
     def complete(self, reply: Reply) -> None:
@@ -55,6 +60,19 @@ class Invocation:
             self.retarget(self, fwd.target)
         except CORBA.Exception as exc:  # the user or system exception the reply carries
             self.fail(exc)
+
+    def connection_closed_unanswered(self) -> None:
+        """The server sent CloseConnection before answering: it ran none of
+        the pending requests, so re-send once on a new connection (as
+        omniORB does); a second time the caller gets TRANSIENT, completed NO."""
+        if self.future.done():
+            return
+        if self.resent:
+            self.fail(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
+            return
+        self.resent = True
+        self.conn = None
+        self.retarget(self, self.target)
 
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
