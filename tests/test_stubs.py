@@ -351,7 +351,8 @@ def test_user_program_type_checks_and_runs(generated: tuple[Path, list[Path]], t
     (tmp_path / "good.py").write_text(USER_PROGRAM)
     (tmp_path / "bad.py").write_text(BAD_PROGRAM)
     (tmp_path / "mypy.ini").write_text("[mypy]\nstrict = True\n")
-    cache = request.config.cache.mkdir("mypy_stubs") if request.config.cache else tmp_path / ".mypy_cache"
+    pytest_cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = pytest_cache.mkdir("mypy_stubs") if pytest_cache else tmp_path / ".mypy_cache"
     env = {**os.environ, "MYPYPATH": str(out), "PYTHONPATH": str(out)}
     # The generated packages themselves are checked too: none may report an error.
     packages = [f"-p{m}{suffix}" for m in ["Stock", "Bench", "Interop", "Outer"] for suffix in ("", "__POA", "_pyorb")]
