@@ -34,10 +34,11 @@ from pyorb.client.calls import (
     Reference,
     RequestWriter,
     interface_operations,
+    Route,
     reference_ior,
     reply_result,
+    route_for,
 )
-from pyorb.client.client import Route, _version
 from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.connection import GIOPConnection, Role
@@ -253,10 +254,7 @@ class BlockingClient:
     # -- invocation ------------------------------------------------------------
     def route(self, target: IOR) -> Route | None:
         """Where calls to ``target`` go: endpoint, object key, GIOP version."""
-        profile = target.iiop
-        if profile is None:
-            return None
-        return Route((profile.host, profile.port), profile.object_key, _version(profile, self.config.giop_version))
+        return route_for(target, self.config.giop_version)
 
     def invoke(
         self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None

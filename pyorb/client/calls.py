@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import keyword
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from omniORB import CORBA
 
@@ -197,3 +197,25 @@ def reference_ior(ref: object) -> IOR | None:
     if isinstance(ref, CORBA.Object):
         return None
     raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
+
+
+Endpoint = tuple[str, int]
+
+
+class Route(NamedTuple):
+    """Where calls to one object go."""
+
+    endpoint: Endpoint
+    key: bytes
+    version: Version
+
+
+def route_for(target: IOR, highest: Version) -> Route | None:
+    """The endpoint, object key and GIOP version for calls to ``target``
+    (None without an IIOP profile); the version is the lowest of the
+    profile's, ``highest`` and 1.2."""
+    profile = target.iiop
+    if profile is None:
+        return None
+    version: Version = min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[assignment]
+    return Route((profile.host, profile.port), profile.object_key, version)

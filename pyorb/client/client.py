@@ -5,17 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import Any, Callable, NamedTuple, TypeVar, overload
+from typing import Any, Callable, TypeVar, overload
 
 from omniORB import CORBA
 
-from pyorb.client.calls import reference_ior
+from pyorb.client.calls import Endpoint, Route, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
 from pyorb.config import DEFAULT_CONFIG, Config
-from pyorb.giop.ior import IOR, IIOPProfile, parse_reference
-from pyorb.giop.messages import GIOP_1_2, Version
+from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
 
 log = logging.getLogger(__name__)
@@ -23,14 +22,6 @@ P = TypeVar("P", bound=ObjectRef)
 # A proxy class, seen as its constructor: matching on ``type[P]`` would also
 # match a bare ``type`` and leave mypy with nothing to infer.
 ProxyClass = Callable[["Client", IOR], P]
-Endpoint = tuple[str, int]
-
-
-class Route(NamedTuple):
-    endpoint: Endpoint
-    key: bytes
-    version: Version
-
 
 class Client:
     """Calls objects on any GIOP server; all calls to one endpoint share one
@@ -93,10 +84,7 @@ class Client:
     # -- invocation ------------------------------------------------------------
     def route(self, target: IOR) -> Route | None:
         """Where calls to ``target`` go: endpoint, object key, GIOP version."""
-        profile = target.iiop
-        if profile is None:
-            return None
-        return Route((profile.host, profile.port), profile.object_key, _version(profile, self.config.giop_version))
+        return route_for(target, self.config.giop_version)
 
     def invoke(
         self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
@@ -194,7 +182,3 @@ class Client:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
-
-
-def _version(profile: IIOPProfile, highest: Version) -> Version:
-    return min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[return-value]

@@ -22,7 +22,8 @@ from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
 
 if TYPE_CHECKING:
-    from pyorb.client.client import Client, Route
+    from pyorb.client.calls import Route
+    from pyorb.client.client import Client
 
 T = TypeVar("T")
 P = TypeVar("P", bound="ObjectRef")

@@ -184,6 +184,23 @@ async def pipelined(ns: argparse.Namespace) -> dict[str, Any]:
         return _result(ns, tally, ns.duration, window=ns.window)
 
 
+def sequential_calls(sink: Any, n: int, tally: Tally, lock: threading.Lock, calls: int,
+                     failure: type[BaseException]) -> None:
+    """One closed-loop client thread of synchronous ``sink.work`` calls, each
+    with its own token, until the window ends (or ``calls`` are counted)."""
+    token, mine = n << 32, 0
+    while time.perf_counter() < tally.end and (not calls or mine < calls):
+        start = time.perf_counter()
+        try:
+            ok = sink.work(token) == token
+        except failure:
+            ok = False
+        with lock:
+            tally.record(start, ok)
+        mine += time.perf_counter() >= tally.start
+        token += 1
+
+
 def smi(ns: argparse.Namespace) -> dict[str, Any]:
     """Threads of synchronous calls on blocking sockets (no event loop)."""
     from omniORB import CORBA
@@ -199,18 +216,7 @@ def smi(ns: argparse.Namespace) -> dict[str, Any]:
 
     def worker(n: int) -> None:
         with BlockingClient(Config(call_timeout=ns.timeout)) as client:
-            sink = client.resolve(ns.ref, iface)
-            token, mine = n << 32, 0
-            while time.perf_counter() < tally.end and (not ns.calls or mine < ns.calls):
-                start = time.perf_counter()
-                try:
-                    ok = sink.work(token) == token
-                except CORBA.Exception:
-                    ok = False
-                with lock:
-                    tally.record(start, ok)
-                mine += time.perf_counter() >= tally.start
-                token += 1
+            sequential_calls(client.resolve(ns.ref, iface), n, tally, lock, ns.calls, CORBA.Exception)
 
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(ns.clients)]
     for t in threads:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from pyorb.loadtest.generator import Tally
+from pyorb.loadtest.generator import Tally, sequential_calls
 from pyorb.loadtest.stats import emit, result
 
 IDL = Path(__file__).resolve().parents[1] / "data" / "bench.idl"
@@ -70,17 +70,7 @@ def smi(ns: argparse.Namespace, sink: Any) -> Tally:
     lock = threading.Lock()
 
     def worker(n: int) -> None:
-        token, mine = n << 32, 0
-        while time.perf_counter() < tally.end and (not ns.calls or mine < ns.calls):
-            start = time.perf_counter()
-            try:
-                ok = sink.work(token) == token
-            except CORBA.Exception:
-                ok = False
-            with lock:
-                tally.record(start, ok)
-            mine += time.perf_counter() >= tally.start
-            token += 1
+        sequential_calls(sink, n, tally, lock, ns.calls, CORBA.Exception)
 
     _join([threading.Thread(target=worker, args=(i,), daemon=True) for i in range(ns.clients)],
            tally.end + ns.timeout + 1)
