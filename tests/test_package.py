@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -27,3 +29,13 @@ def test_server_and_client_do_not_import_each_other() -> None:
 def test_mypy_strict_is_clean() -> None:
     done = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_poetry_lock_covers_every_declared_dependency() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["poetry"]
+    lock = tomllib.loads((ROOT / "poetry.lock").read_text())
+    locked = {pkg["name"] for pkg in lock["package"]}
+    declared = set(project["dependencies"]) - {"python"}
+    declared |= set(project["group"]["dev"]["dependencies"])
+    assert declared and declared <= locked, sorted(declared - locked)
