@@ -7,31 +7,41 @@ and reads again when the last reason is released.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Protocol
+
+
+class Reader(Protocol):
+    """What a :class:`ReadGate` switches: the connection that owns it."""
+
+    def _pause_reading(self) -> None: ...
+
+    def _resume_reading(self) -> None: ...
 
 
 class ReadGate:
-    """Calls ``pause`` when the first reason is held and ``resume`` when the last is released."""
+    """Calls ``reader._pause_reading`` when the first reason is held and
+    ``reader._resume_reading`` when the last is released."""
 
-    __slots__ = ("_reasons", "_pause", "_resume", "closed")
+    # One per connection, so it keeps its reader rather than two bound
+    # methods, and its reasons in a tuple (almost always the shared empty one).
+    __slots__ = ("_reasons", "_reader", "closed")
 
-    def __init__(self, pause: Callable[[], None], resume: Callable[[], None]) -> None:
-        self._reasons: set[str] = set()
-        self._pause = pause
-        self._resume = resume
+    def __init__(self, reader: Reader) -> None:
+        self._reasons: tuple[str, ...] = ()
+        self._reader = reader
         self.closed = False
         """Some reason holds: read nothing (an attribute, read once per message)."""
 
     def hold(self, reason: str) -> None:
         if reason not in self._reasons:
-            self._reasons.add(reason)
+            self._reasons += (reason,)
             if len(self._reasons) == 1:
                 self.closed = True
-                self._pause()
+                self._reader._pause_reading()
 
     def release(self, reason: str) -> None:
         if reason in self._reasons:
-            self._reasons.discard(reason)
+            self._reasons = tuple(r for r in self._reasons if r != reason)
             if not self._reasons:
                 self.closed = False
-                self._resume()
+                self._reader._resume_reading()

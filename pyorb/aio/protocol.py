@@ -29,6 +29,12 @@ class GIOPProtocol(asyncio.Protocol):
     Subclasses implement :meth:`message_received` and :meth:`closed`.
     """
 
+    # Thousands of connections may be open at once: no per-instance dict, and
+    # nothing made per connection that is not needed (the close future is made
+    # only for a waiter, the peer address stays with the transport).
+    __slots__ = ("config", "core", "transport", "loop", "loop_thread", "_out", "_flush_pending", "_read_timer",
+                 "_closing", "_lost", "_closed", "last_activity", "reading")
+
     def __init__(self, role: Role, config: Config) -> None:
         self.config = config
         self.core = GIOPConnection(
@@ -39,14 +45,19 @@ class GIOPProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
-        self.peer: Any = None
         self._out: list[bytes] = []
         self._flush_pending = False
         self._read_timer: asyncio.TimerHandle | None = None
         self._closing = False
-        self._closed: asyncio.Future[None] = self.loop.create_future()
+        self._lost = False  # connection_lost ran
+        self._closed: asyncio.Future[None] | None = None  # made by wait_closed
         self.last_activity = self.loop.time()
-        self.reading = ReadGate(self._pause_reading, self._resume_reading)
+        self.reading = ReadGate(self)
+
+    @property
+    def peer(self) -> Any:
+        """The peer's address (for messages), None before the connection is made."""
+        return None if self.transport is None else self.transport.get_extra_info("peername")
 
     # -- subclass hooks ------------------------------------------------------
     def message_received(self, message: Message) -> None:
@@ -59,7 +70,6 @@ class GIOPProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
-        self.peer = transport.get_extra_info("peername")
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self.loop.time()
@@ -114,10 +124,11 @@ class GIOPProtocol(asyncio.Protocol):
         self._closing = True
         self._cancel_read_timer()
         self._out.clear()
+        self._lost = True
         try:
             self.closed(exc)
         finally:
-            if not self._closed.done():
+            if self._closed is not None and not self._closed.done():
                 self._closed.set_result(None)
 
     # -- output --------------------------------------------------------------
@@ -146,8 +157,9 @@ class GIOPProtocol(asyncio.Protocol):
         out = self._out
         if not out or self.transport is None:
             return
-        self._out = []
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()  # the same list again: no new one per flush
+        self.transport.write(data)
 
     def close(self) -> None:
         """Flush what is queued, then close the transport."""
@@ -159,6 +171,10 @@ class GIOPProtocol(asyncio.Protocol):
 
     async def wait_closed(self) -> None:
         """Return once the transport is gone (``connection_lost`` ran)."""
+        if self._lost:
+            return
+        if self._closed is None:
+            self._closed = self.loop.create_future()
         await asyncio.shield(self._closed)
 
     def abort(self) -> None:
