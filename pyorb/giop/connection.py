@@ -105,6 +105,12 @@ class GIOPConnection:
     (GIOP 1.2 interleaves them by request id) may be open at once.
     """
 
+    # A server may hold thousands of these: no per-instance dict, no dict of
+    # trains until a fragmented message arrives, no buffer kept between messages.
+    __slots__ = ("role", "max_message_size", "max_fragment_trains", "peer_version", "peer_little_endian",
+                 "_receives", "_sends", "_buf", "_pos", "_header", "_train_key", "_train_key_known", "_trains",
+                 "_eof", "_error")
+
     def __init__(
         self,
         role: Role,
@@ -125,7 +131,7 @@ class GIOPConnection:
         self._header: Header | None = None  # checked header of the next message
         self._train_key: int | None = None  # the train the next Fragment continues
         self._train_key_known = False
-        self._trains: dict[int | None, _Train] = {}
+        self._trains: dict[int | None, _Train] | None = None  # made by the first fragmented message
         self._eof = False
         self._error: ProtocolError | None = None
 
@@ -164,7 +170,7 @@ class GIOPConnection:
             self._error = exc
             self._buf = bytearray()
             self._pos = 0
-            self._trains.clear()
+            self._trains = None
             raise
 
     def send(self, msg: Message) -> bytes:
@@ -207,6 +213,11 @@ class GIOPConnection:
                 return msg
 
     def _starved(self) -> Event:
+        if self._pos and self._pos == len(self._buf):
+            # All consumed (the messages are copies): free the bytes now
+            # rather than at the next receive, which may be long in coming.
+            self._buf.clear()
+            self._pos = 0
         if not self._eof:
             return NEED_DATA
         if self.in_progress:
@@ -252,9 +263,10 @@ class GIOPConnection:
     # ------------------------------------------------------------ fragments
 
     def _check_new_train(self, hdr: Header) -> None:
-        if len(self._trains) >= self.max_fragment_trains:
+        trains = self._trains or {}
+        if len(trains) >= self.max_fragment_trains:
             raise ProtocolError(f"more than {self.max_fragment_trains} fragment trains")
-        if hdr.version == GIOP_1_1 and _GIOP_1_1_TRAIN in self._trains:
+        if hdr.version == GIOP_1_1 and _GIOP_1_1_TRAIN in trains:
             raise ProtocolError("GIOP 1.1 allows one fragmented message at a time")
         if hdr.version == GIOP_1_2 and hdr.size < 4:
             raise ProtocolError("fragmented GIOP 1.2 message too short for a request id")
@@ -267,7 +279,7 @@ class GIOPConnection:
         else:
             key = _GIOP_1_1_TRAIN
             data_size = hdr.size
-        train = self._trains.get(key)
+        train = self._trains.get(key) if self._trains else None
         if train is None:
             raise ProtocolError(f"Fragment for no fragmented message (request id {key})")
         if train.header.version != hdr.version:
@@ -300,14 +312,18 @@ class GIOPConnection:
         if hdr.version == GIOP_1_2:
             # Request, Reply, LocateRequest and LocateReply 1.2 all start with it.
             key = _read_ulong(body, 0, hdr.little_endian)
-            if key in self._trains:
+            if self._trains and key in self._trains:
                 raise ProtocolError(f"second fragmented message for request id {key}")
+        if self._trains is None:
+            self._trains = {}
         self._trains[key] = _Train(hdr, bytearray(body))
 
     def _continue_train(self, hdr: Header, body: memoryview) -> Message | None:
         key = self._train_key
         self._train_key = None
-        train = self._trains[key]
+        trains = self._trains
+        assert trains is not None  # _check_fragment found the train
+        train = trains[key]
         if hdr.version == GIOP_1_2:
             train.body += body[4:]
         else:
@@ -315,7 +331,9 @@ class GIOPConnection:
             train.body += body
         if hdr.more_fragments:
             return None
-        del self._trains[key]
+        del trains[key]
+        if not trains:
+            self._trains = None
         with memoryview(train.body) as whole:
             msg = decode_body(train.header, whole)
         return _with_fragment_starts(msg, train.starts)
