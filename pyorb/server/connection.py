@@ -50,6 +50,9 @@ def _ior_body(target: IOR, le: bool, align: int) -> bytes:
 class ServerConnection(GIOPProtocol):
     """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
 
+    __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "max_message_size", "in_flight",
+                 "draining", "_refuse", "_version")
+
     def __init__(
         self,
         config: Config,
@@ -66,7 +69,7 @@ class ServerConnection(GIOPProtocol):
         self._on_closed = on_closed
         self.load = load
         self.inbox = inbox
-        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.tasks: dict[int, asyncio.Task[None]] | None = None  # made for the first call run as a task
         self.max_message_size = config.max_message_size
         self.in_flight = 0  # counted by load, on the loop thread
         self.draining = False
@@ -131,11 +134,14 @@ class ServerConnection(GIOPProtocol):
         task = route.strategy.dispatch(call)
         if task is not None and req.response_expected:
             rid = req.request_id
+            if self.tasks is None:
+                self.tasks = {}
             self.tasks[rid] = task
             task.add_done_callback(functools.partial(self._task_done, rid))
 
     def _task_done(self, request_id: int, _task: asyncio.Task[None]) -> None:
-        self.tasks.pop(request_id, None)
+        if self.tasks is not None:
+            self.tasks.pop(request_id, None)
 
     def _builtin_or_missing(self, req: Request, info: ServantInfo) -> None:
         builtin = BUILTIN_NAMES.get(req.operation)
@@ -193,7 +199,7 @@ class ServerConnection(GIOPProtocol):
         self.send(codec.encode(LocateReply(req.request_id, status, body, req.version, le)))
 
     def _cancel(self, request_id: int) -> None:
-        task = self.tasks.pop(request_id, None)
+        task = self.tasks.pop(request_id, None) if self.tasks is not None else None
         if task is not None:
             task.cancel()
 
@@ -234,6 +240,6 @@ class ServerConnection(GIOPProtocol):
     def closed(self, exc: BaseException | None) -> None:
         # Handlers of a vanished client still run to completion; their replies
         # are dropped by the closed channel.  Nothing here holds them.
-        self.tasks.clear()
+        self.tasks = None
         self.load.forget(self)
         self._on_closed(self)

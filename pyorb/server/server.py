@@ -20,6 +20,10 @@ from pyorb.server.stats import ServerStats, merge
 log = logging.getLogger(__name__)
 
 
+def _untracked(_conn: ServerConnection) -> None:
+    """on_closed of a refused connection: the server never counted it."""
+
+
 class Server:
     """A GIOP/IIOP server on one TCP endpoint.
 
@@ -63,6 +67,7 @@ class Server:
         self._inbox: ReplyInbox | None = None
         self.connections: set[ServerConnection] = set()
         self.load = ServerLoad(config, self.connections)
+        self._on_closed = self._connection_closed  # one bound method, shared by every connection
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> None:
@@ -81,10 +86,9 @@ class Server:
     def _make_connection(self) -> ServerConnection:
         assert self._inbox is not None  # made by start(), before accepting
         if len(self.connections) >= self.config.max_connections:
-            return ServerConnection(self.config, self.adapter, self._convert, lambda c: None, self.load,
+            return ServerConnection(self.config, self.adapter, self._convert, _untracked, self.load,
                                     self._inbox, refuse=True)
-        conn = ServerConnection(self.config, self.adapter, self._convert, self._connection_closed, self.load,
-                                self._inbox)
+        conn = ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox)
         self.connections.add(conn)
         return conn
 
@@ -125,7 +129,7 @@ class Server:
         for conn in conns:
             if conn.is_open:
                 log.warning("closing connection from %s with %d requests unanswered", conn.peer, conn.in_flight)
-                for task in list(conn.tasks.values()):
+                for task in list((conn.tasks or {}).values()):
                     task.cancel()
                 conn.close()
         await asyncio.gather(*(c.wait_closed() for c in conns))
