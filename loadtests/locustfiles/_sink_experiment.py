@@ -187,8 +187,8 @@ def _log_throughput(environment: Environment, start: tuple[float, int] | None) -
     seconds = max(total.last_request_timestamp - since, 1e-3)
     users = environment.runner.target_user_count if environment.runner is not None else 0
     rate = (total.num_requests - before) / seconds
-    line = (f"throughput: {total.num_requests - before} calls in {seconds:.1f} s after {users} users "
-            f"started: {rate:.1f} calls/s ({total.num_failures} failed in the whole run)")
+    line = (f"throughput with {users} users: {total.num_requests - before} calls in {seconds:.1f} s from the "
+            f"last user's start: {rate:.1f} calls/s ({total.num_failures} failed in the whole run)")
     delay = option(environment, "sink_delay", 0.0)
     if delay > 0 and users:
         ideal = users / delay

@@ -36,7 +36,7 @@ ideal throughput N / D.
    N / D calls per second between them, more Locust processes
    (``--processes 2``, or master and workers on other machines).
 
-What to read: the summary line ``throughput: ... calls/s ...; ideal N/D =
+What to read: the summary line ``throughput with N users: ... calls/s ...; ideal N/D =
 ..., efficiency ...%`` (calls counted from the moment every user has
 started until the end), Locust's ``req/s`` column and response times (at
 least D each); ``--csv`` files with ``--csv-full-history`` give the curve.

@@ -31,7 +31,7 @@ requests (``--run-time`` only bounds it).
    Repeat with ``-u`` 2, 4, ..., 128 (the paper's client counts) for each
    strategy and workload.
 
-What to read: the summary line ``throughput: ... calls/s`` (the paper's
+What to read: the summary line ``throughput with N users: ... calls/s`` (the paper's
 throughput: calls after all users started over the time they took), and
 Locust's own table (``Average`` response time, percentiles; the request
 count is ``-u`` x 200 once every client is done).  Option:

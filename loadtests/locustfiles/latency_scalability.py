@@ -33,7 +33,7 @@ is the limit.
    Repeat for each delay (``--delay`` and ``--sink-delay`` 0, 0.01, 0.02,
    0.04, 0.08, 0.16) and each model.
 
-What to read: the summary line ``throughput: ... calls/s ...; ideal N/D =
+What to read: the summary line ``throughput with N users: ... calls/s ...; ideal N/D =
 ..., efficiency ...%`` (none at D = 0), and Locust's response times (at
 least D; what the middle tier adds is the rest).  Locust is one Python
 thread per process, on the same cores as the servers: when Locust warns
