@@ -11,8 +11,7 @@ harkema.py, ami_smi.py and sink_sweep.py import it.
   after ``--requests-per-user`` calls (0: no limit).
 - :func:`add_requests_option`, :func:`add_sink_delay_option`: the options,
   added from a locustfile's ``init_command_line_parser`` listener; they show
-  in ``locust --help`` and in the web UI, and reach the workers of a
-  distributed run.
+  in the web UI's start form and reach the workers of a distributed run.
 - :func:`install_report`: when every user has made its requests the run
   ends by itself; when Locust quits it logs throughput over the window after
   all users started (and, with ``--sink-delay``, the ideal N / D and the
@@ -22,6 +21,7 @@ harkema.py, ami_smi.py and sink_sweep.py import it.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import itertools
 import logging
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MethodType
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import gevent
 from locust import events, task
@@ -86,16 +86,30 @@ class SinkUser(CorbaUser):
         self.client.work(token, check=lambda got: got == token)
 
 
+def _at_least_zero(kind: Callable[[str], float]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = -1
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"must be a number of at least 0, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def add_requests_option(parser: Any, default: int) -> None:
     parser.add_argument(
-        "--requests-per-user", type=int, default=default, metavar="N",
+        "--requests-per-user", type=_at_least_zero(int), default=default, metavar="N",
         help=f"calls each user makes before it stops; 0 for no limit (default {default})",
     )
 
 
 def add_sink_delay_option(parser: Any, default: float) -> None:
     parser.add_argument(
-        "--sink-delay", type=float, default=default, metavar="SECONDS",
+        "--sink-delay", type=_at_least_zero(float), default=default, metavar="SECONDS",
         help=f"the --delay the sink was started with, for the ideal N/D in the summary (default {default:g})",
     )
 
