@@ -85,6 +85,46 @@ async def test_cancelling_the_caller_frees_the_slot(served: Any) -> None:
 
 
 @pytest.mark.asyncio
+async def test_cancelling_the_ami_future_frees_the_slot_at_once(served: Any) -> None:
+    _, client, servant, quoter = served
+    assert await quoter.get_quote("0") == 0  # connected
+    fut = quoter.get_quote("2000", timeout=5)
+    conn = next(iter(client._conns.values()))
+    assert len(conn.pending) == 1 and len(client._deadlines) == 1
+    while servant.started < 2:  # the servant is in its sleep, so the CancelRequest interrupts it
+        await asyncio.sleep(0.005)
+    fut.cancel()
+    assert conn.pending == {} and len(client._deadlines) == 0
+    for _ in range(200):
+        if servant.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert servant.cancelled == 1
+
+
+@pytest.mark.asyncio
+async def test_finished_calls_leave_no_deadline_or_slot(served: Any) -> None:
+    _, client, _, quoter = served
+    results = await asyncio.gather(*(quoter.get_quote(str(i % 5), timeout=10) for i in range(500)),
+                                   quoter.get_quote("x", timeout=10), return_exceptions=True)
+    assert results[:500] == [i % 5 for i in range(500)]
+    assert isinstance(results[500], CORBA.SystemException)  # int("x") fails in the servant
+    assert len(client._deadlines) == 0
+    assert next(iter(client._conns.values())).pending == {}
+
+
+@pytest.mark.asyncio
+async def test_a_timeout_never_fires_early(served: Any) -> None:
+    _, _, _, quoter = served
+    loop = asyncio.get_running_loop()
+    for timeout in (0.01, 0.033, 0.1):
+        start = loop.time()
+        with pytest.raises(CORBA.TIMEOUT):
+            await quoter.get_quote("2000", timeout=timeout)
+        assert loop.time() - start >= timeout
+
+
+@pytest.mark.asyncio
 async def test_default_timeout_from_config() -> None:
     servant = SlowQuoter()
     async with pyorb.Server() as server, pyorb.Client(pyorb.Config(call_timeout=0.05)) as client:

@@ -11,7 +11,8 @@ from omniORB import CORBA
 
 from pyorb.client.calls import Endpoint, Route, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
-from pyorb.client.invocation import Invocation
+from pyorb.client.deadlines import Deadlines
+from pyorb.client.invocation import CallFuture, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.ior import IOR
@@ -36,6 +37,7 @@ class Client:
         self._conns: dict[Endpoint, ClientConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
         self._closed = False
+        self._deadlines: Deadlines | None = None
         ensure_orb()
 
     # -- references ------------------------------------------------------------
@@ -94,11 +96,13 @@ class Client:
         ``route`` is ``self.route(target)``, passed by callers that cache it.
         """
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut = CallFuture(loop=loop)
         inv = Invocation(op, args, fut, self._retarget, self.from_objref, target)
-        fut.add_done_callback(inv.finished)
         if timeout is not None:
-            inv.timer = loop.call_later(timeout, inv.timed_out)
+            deadlines = self._deadlines
+            if deadlines is None or deadlines.loop is not loop:
+                deadlines = self._deadlines = Deadlines(loop)
+            inv.expire_in(deadlines, timeout)
         self._send(inv, route or self.route(target))
         return fut
 

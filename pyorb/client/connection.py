@@ -45,8 +45,7 @@ class ClientConnection(GIOPProtocol):
             return
         if inv.op.oneway:
             self.send(data)
-            if not inv.future.done():
-                inv.future.set_result(None)
+            inv.succeed(None)
             return
         inv.conn = self
         inv.request_id = rid

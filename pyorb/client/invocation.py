@@ -1,4 +1,4 @@
-"""One outstanding call: its future, timer, and what to do with its reply."""
+"""One outstanding call: its future, deadline, and what to do with its reply."""
 
 from __future__ import annotations
 
@@ -13,26 +13,45 @@ from pyorb.giop.messages import Reply
 
 if TYPE_CHECKING:
     from pyorb.client.connection import ClientConnection
+    from pyorb.client.deadlines import Deadlines
     from pyorb.marshal import Operation
+
+
+class CallFuture(asyncio.Future[Any]):
+    """The future of one call.  Cancelling it abandons the call (the server
+    gets a CancelRequest); everything else settles it through its
+    :class:`Invocation`.  Settling directly, instead of with a done callback,
+    saves the event loop one callback per call."""
+
+    __slots__ = ("invocation",)
+    invocation: Invocation | None
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        inv = self.invocation
+        if inv is not None:
+            inv.release()
+        return True
 
 
 class Invocation:
     """A request in flight.  The connection completes it with the reply, or
-    fails it; the timer or the caller's cancellation abandons it.
+    fails it; its deadline or the caller's cancellation abandons it.
 
     ``retarget`` is called with a forwarded IOR (LOCATION_FORWARD), or with
     ``target`` again after a CloseConnection, and must re-send this
     invocation there.
     """
 
-    __slots__ = ("op", "args", "future", "conn", "request_id", "timer", "forwards", "retarget", "convert", "target",
-                 "resent")
+    __slots__ = ("op", "args", "future", "conn", "request_id", "deadlines", "deadline", "forwards", "retarget",
+                 "convert", "target", "resent")
 
     def __init__(
         self,
         op: Operation,
         args: tuple[Any, ...],
-        future: asyncio.Future[Any],
+        future: CallFuture,
         retarget: Callable[[Invocation, IOR], None],
         convert: Callable[[Any], Any],
         target: IOR,
@@ -40,9 +59,11 @@ class Invocation:
         self.op = op
         self.args = args
         self.future = future
+        future.invocation = self
         self.conn: ClientConnection | None = None
         self.request_id = 0
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadlines: Deadlines | None = None
+        self.deadline = 0  # its slot in ``deadlines``
         self.forwards = 0
         self.retarget = retarget
         self.convert = convert
@@ -50,16 +71,22 @@ class Invocation:
         self.resent = False
 
     # -- outcomes --------------------------------------------------------------
+    def expire_in(self, deadlines: Deadlines, timeout: float) -> None:
+        self.deadlines = deadlines
+        self.deadline = deadlines.add(self, timeout)
+
     def complete(self, reply: Reply) -> None:
         if self.future.done():
             return
         try:
-            self.future.set_result(reply_result(self.op, reply, self.convert))
+            value = reply_result(self.op, reply, self.convert)
         except LocationForward as fwd:
             self.forwards += 1
             self.retarget(self, fwd.target)
         except CORBA.Exception as exc:  # the user or system exception the reply carries
             self.fail(exc)
+        else:
+            self.succeed(value)
 
     def connection_closed_unanswered(self) -> None:
         """The server sent CloseConnection before answering: it ran none of
@@ -74,21 +101,29 @@ class Invocation:
         self.conn = None
         self.retarget(self, self.target)
 
+    def succeed(self, value: Any) -> None:
+        if not self.future.done():
+            self.release()
+            self.future.set_result(value)
+
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
+            self.release()
             self.future.set_exception(exc)
 
     def timed_out(self) -> None:
-        self.timer = None
-        if not self.future.done():
-            self.future.set_exception(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE))
+        """Called by :class:`~pyorb.client.deadlines.Deadlines` when the call's time is up."""
+        self.deadlines = None
+        self.fail(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE))
 
-    def finished(self, _fut: asyncio.Future[Any]) -> None:
-        """Done callback of the future: release the slot, cancel on the wire."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+    def release(self) -> None:
+        """The call is over: drop its deadline and, if the server still owes
+        the reply (the caller gave up), its slot on the connection, telling
+        the server with a CancelRequest."""
+        deadlines = self.deadlines
+        if deadlines is not None:
+            self.deadlines = None
+            deadlines.remove(self, self.deadline)
         conn = self.conn
         if conn is not None and conn.pending.pop(self.request_id, None) is not None:
-            # Still pending: the caller gave up (timeout or cancellation).
             conn.cancel_request(self.request_id)
