@@ -92,6 +92,27 @@ def _complete(rh: Any, future: asyncio.Future[int]) -> None:
         rh.work_excep(exc)
 
 
+async def _connect(client: Any, sink: str) -> None:
+    """Open the connection to the sink before taking calls.
+
+    Otherwise the first wave of calls, all arriving while it is being
+    opened, would wait for it as one task each: a burst of memory that the
+    process keeps (its heap does not shrink) for the rest of the run.
+    """
+    from omniORB import CORBA
+
+    from pyorb.giop.ior import parse_reference
+
+    route = client.route(parse_reference(sink))
+    if route is None:
+        return  # no IIOP profile: each call fails with INV_OBJREF
+    try:
+        await client.connection(*route.endpoint)
+    except CORBA.SystemException as exc:  # the sink may come up later: calls connect on demand
+        print(f"middle: warning: cannot reach the sink yet ({type(exc).__name__}); calls connect when it is up",
+              file=sys.stderr)
+
+
 async def _await(method: Any, *args: Any) -> Any:
     return await method(*args)
 
@@ -107,6 +128,7 @@ async def serve(ns: argparse.Namespace, model: Model) -> int:
     if server is None:
         return 1
     async with pyorb.Client(config) as client:
+        await _connect(client, ns.sink)
         with BlockingClient(config) as blocking:
             servant = make_servant(model, client.resolve(ns.sink, sink_iface), blocking.resolve(ns.sink, sink_iface),
                                    asyncio.get_running_loop())
