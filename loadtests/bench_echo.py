@@ -5,7 +5,9 @@ Every point runs in fresh server and client processes on loopback:
 
   (a) omniORBpy client, 1/8/64 threads (one connection per thread) against
       the pyorb server (sync servant), the omniORBpy server in
-      thread-per-connection mode and in thread-pool mode;
+      thread-per-connection mode and in thread-pool mode, and two floors
+      that are not ORBs (bare_echo_server.py: a uvloop protocol answering
+      without parsing, inline or through a worker thread);
   (b) omniORBpy client -> omniORBpy server, the omniORB-to-omniORB
       reference: 8 threads on 8 connections and 64 on 64 (the same
       processes and options as the matching (a) points, so those runs are
@@ -13,7 +15,8 @@ Every point runs in fresh server and client processes on loopback:
   (c) pyorb client -> pyorb server, 1/64/1000 calls in flight on one
       connection, against the best omniORB-to-omniORB median of (b);
   (L) sequential latency: 2000 calls one after another, omniORBpy client
-      -> pyorb server and -> omniORBpy thread-per-connection server.
+      -> pyorb server, -> omniORBpy thread-per-connection server and
+      -> the bare floor.
 
 The machine is shared and noisy, so the numbers are medians over
 --repeats repetitions with their min-max spread, and ratios of medians
@@ -58,10 +61,17 @@ SERVER_CMDS: dict[str, list[str]] = {
     "omni-tpc": [str(ROOT / "servers" / "omni_echo.py"), "--threading", "tpc"],
     "omni-pool": [str(ROOT / "servers" / "omni_echo.py"),
                   "--threading", "pool"],
+    # The floors: no ORB at all, on the loop / through a worker thread.
+    "bare": [str(ROOT / "loadtests" / "bare_echo_server.py")],
+    "bare-handoff": [str(ROOT / "loadtests" / "bare_echo_server.py"),
+                     "--handoff"],
 }
 SERVER_NAMES = {"pyorb": "pyorb (sync servant)",
                 "omni-tpc": "omniORBpy thread/conn",
-                "omni-pool": "omniORBpy thread pool"}
+                "omni-pool": "omniORBpy thread pool",
+                "bare": "floor: bare uvloop, no ORB",
+                "bare-handoff": "floor: bare uvloop + thread"}
+A_SERVERS = ("pyorb", "omni-tpc", "omni-pool", "bare", "bare-handoff")
 OMNI_CLIENT = str(ROOT / "loadtests" / "omni_echo_client.py")
 PYORB_CLIENT = str(ROOT / "loadtests" / "pyorb_echo_client.py")
 
@@ -70,7 +80,7 @@ B_EXTRA = ((64, 8),)            # (threads, connections) beyond (a)'s n/n
 B_REFERENCE = ((8, 8), (64, 64)) + B_EXTRA
 C_CONCURRENCY = (1, 64, 1000)
 LATENCY_CALLS = 2000
-LATENCY_SERVERS = ("pyorb", "omni-tpc")
+LATENCY_SERVERS = ("pyorb", "omni-tpc", "bare")
 
 CALL_TIMEOUT_S = 5.0            # the clients' per-call timeout
 CLIENT_SLACK_S = 30.0           # start-up and exit on top of the window
@@ -138,8 +148,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def blocks() -> list[list[Point]]:
     """The points, in blocks of those compared with each other."""
-    out = [[Point("omni", s, n) for s in ("pyorb", "omni-tpc", "omni-pool")]
-           for n in A_THREADS]
+    out = [[Point("omni", s, n) for s in A_SERVERS] for n in A_THREADS]
     # pyorb->pyorb is compared with omni->omni: interleave the two.
     extra = [Point("omni", s, t, c) for t, c in B_EXTRA
              for s in ("omni-tpc", "omni-pool")]
@@ -320,7 +329,7 @@ def table_a(by_key: dict[str, list[Run]]) -> Table:
     rows = []
     for n in A_THREADS:
         sums = {s: summarize(by_key[Point("omni", s, n).key])
-                for s in ("pyorb", "omni-tpc", "omni-pool")}
+                for s in A_SERVERS}
         for s, sm in sums.items():
             vs = "" if s == "pyorb" else ratio(sums["pyorb"].median, sm.median)
             rows.append([str(n), SERVER_NAMES[s], rate(sm.median), spread(sm),
@@ -331,7 +340,10 @@ def table_a(by_key: dict[str, list[Run]]) -> Table:
          "pyorb ÷ this"], rows,
         ("right", "left", "right", "right", "right", "right"),
         "pyorb ÷ this: the pyorb server's median over this server's, same "
-        "thread count (>1: pyorb faster).")
+        "thread count (>1: pyorb faster).  The floors are not ORBs "
+        "(loadtests/bare_echo_server.py): a uvloop protocol that answers "
+        "without parsing, inline or from a worker thread; they bound what any "
+        "asyncio server, and any thread-pool strategy, can reach here.")
 
 
 def reference_points() -> list[Point]:

@@ -40,3 +40,21 @@ def test_load_generator_against_server(server: str, client: str, load: list[str]
         assert result["errors"] == 0 and result["calls"] > 100, result
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("mode", [[], ["--handoff", "--threads", "2"]])
+def test_bare_floor_server_answers_the_omniorb_client_and_stops_at_stdin_eof(mode: list[str]) -> None:
+    proc, ior = start("loadtests/bare_echo_server.py", *mode)
+    try:
+        assert ior.startswith("IOR:")
+        done = subprocess.run([sys.executable, str(ROOT / "loadtests/omni_echo_client.py"), ior, "--threads", "4",
+                               "--seconds", "1", "--warmup", "0.2"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["errors"] == 0 and result["calls"] > 100, result
+        _, err = proc.communicate("", timeout=20)  # stdin EOF: the benchmark's stop signal
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            stop(proc)

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The floor under any asyncio ORB: a bare uvloop server answering Bench::Echo.
+
+Not an ORB and not for use: it reads only what an echo reply needs (the
+request id at offset 12 and the last 8 bytes, the argument of
+``ping(unsigned long long)``), answers ``_is_a`` and LocateRequest with
+"yes", and does no dispatching, no marshaling and no bookkeeping.  It tells
+how fast the event loop, the loopback socket and the omniORBpy client are on
+their own, so that ``bench_echo.py`` can show how much of the distance to
+omniORB's server is pyorb's and how much is the architecture's.
+
+``--handoff`` sends each request through a worker thread and back to the
+loop (one ``SimpleQueue`` put, one ``call_soon_threadsafe``), the least that
+a thread-pool strategy in CPython must do.
+
+GIOP 1.2, little-endian only (what the omniORBpy benchmark client sends);
+anything else closes the connection.  Prints its IOR on the first stdout
+line and serves until stdin reaches end of file.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import queue
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+# The IOR builder of this checkout, whatever the working directory.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pyorb.giop.ior import build_ior  # noqa: E402  (needs the path set above)
+
+HEADER = b"GIOP\x01\x02\x01"          # GIOP 1.2, little-endian
+REPLY, LOCATE_REPLY = 1, 4
+REQUEST, LOCATE_REQUEST = 0, 3
+NO_EXCEPTION = b"\x00\x00\x00\x00\x00\x00\x00\x00"  # reply status, empty service contexts
+OBJECT_HERE = b"\x01\x00\x00\x00"
+TRUE = b"\x01"
+
+
+def message(kind: int, body: bytes) -> bytes:
+    return HEADER + bytes((kind,)) + len(body).to_bytes(4, "little") + body
+
+
+def answer(msg: bytes) -> bytes:
+    """The reply to one complete request (raises ValueError on anything else)."""
+    if msg[:7] != HEADER:
+        raise ValueError("not GIOP 1.2 little-endian")
+    rid = msg[12:16]
+    if msg[7] == LOCATE_REQUEST:
+        return message(LOCATE_REPLY, rid + OBJECT_HERE)
+    if msg[7] != REQUEST:
+        raise ValueError(f"message type {msg[7]}")
+    if b"_is_a" in msg[:64]:
+        return message(REPLY, rid + NO_EXCEPTION + TRUE)
+    # 12 + 12 bytes of reply header: the body is 8-aligned with no padding.
+    return message(REPLY, rid + NO_EXCEPTION + msg[-8:])
+
+
+class Bare(asyncio.Protocol):
+    def __init__(self, workers: queue.SimpleQueue[Any] | None) -> None:
+        self.workers = workers
+        self.buf = b""
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        while len(buf) >= 12:
+            end = 12 + int.from_bytes(buf[8:12], "little")
+            if len(buf) < end:
+                break
+            msg, buf = buf[:end], buf[end:]
+            if self.workers is not None:
+                self.workers.put((self, msg))
+                continue
+            try:
+                self.transport.write(answer(msg))
+            except ValueError:
+                self.transport.close()
+                return
+        self.buf = buf
+
+
+def worker(jobs: queue.SimpleQueue[Any], loop: asyncio.AbstractEventLoop) -> None:
+    while True:
+        proto, msg = jobs.get()
+        try:
+            reply = answer(msg)
+        except ValueError:
+            loop.call_soon_threadsafe(proto.transport.close)
+            continue
+        loop.call_soon_threadsafe(proto.transport.write, reply)
+
+
+async def serve(ns: argparse.Namespace) -> None:
+    loop = asyncio.get_running_loop()
+    jobs: queue.SimpleQueue[Any] | None = None
+    if ns.handoff:
+        jobs = queue.SimpleQueue()
+        for _ in range(ns.threads):
+            threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
+    server = await loop.create_server(lambda: Bare(jobs), ns.host, ns.port)
+    port = server.sockets[0].getsockname()[1]
+    print(build_ior("IDL:Bench/Echo:1.0", ns.host, port, b"Echo").to_string(), flush=True)
+    stdin_closed = loop.create_future()
+    # stdin EOF is the stop signal: a daemon thread waits for it.
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set_result, None)),
+                     daemon=True).start()
+    async with server:
+        await stdin_closed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1", help="loopback address (127.0.0.1 or ::1)")
+    p.add_argument("--port", type=int, default=0, help="TCP port, 0 for an ephemeral one")
+    p.add_argument("--handoff", action="store_true", help="answer each request from a worker thread")
+    p.add_argument("--threads", type=int, default=8, help="worker threads with --handoff (default 8)")
+    ns = p.parse_args(argv)
+    if ns.threads < 1:
+        p.error("--threads must be at least 1")
+    import uvloop
+    uvloop.run(serve(ns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
