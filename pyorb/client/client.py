@@ -36,6 +36,7 @@ class Client:
         self.config = config
         self._conns: dict[Endpoint, ClientConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
+        self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
         self._closed = False
         self._deadlines: Deadlines | None = None
         ensure_orb()
@@ -114,17 +115,28 @@ class Client:
         if conn is not None and conn.is_open:
             conn.start(inv, route.key, route.version)
             return
-        task = asyncio.get_running_loop().create_task(self._connect_and_start(inv, route))
-        inv.future.add_done_callback(lambda _f: task.cancel() if not task.done() else None)
+        # Calls made while the connection opens wait in one list per endpoint:
+        # a first burst of N calls costs one task, not N.
+        queued = self._queued.get(route.endpoint)
+        if queued is None:
+            queued = self._queued[route.endpoint] = []
+            asyncio.get_running_loop().create_task(self._connect_and_start(route.endpoint))
+        queued.append((inv, route))
 
-    async def _connect_and_start(self, inv: Invocation, route: Route) -> None:
+    async def _connect_and_start(self, endpoint: Endpoint) -> None:
         try:
-            conn = await self.connection(*route.endpoint)
+            conn: ClientConnection | None = await self.connection(*endpoint)
+            failure = None
         except CORBA.SystemException as exc:
-            inv.fail(exc)
-            return
-        if not inv.future.done():
-            conn.start(inv, route.key, route.version)
+            conn, failure = None, exc
+        for inv, route in self._queued.pop(endpoint, ()):
+            if inv.future.done():  # timed out or cancelled while waiting
+                continue
+            if conn is None:
+                assert failure is not None
+                inv.fail(type(failure)(failure.minor, failure.completed))
+            else:
+                conn.start(inv, route.key, route.version)
 
     def _retarget(self, inv: Invocation, target: IOR) -> None:
         if inv.forwards > self.config.max_forwards:
