@@ -149,6 +149,34 @@ async def test_calls_queued_for_an_unreachable_server_all_fail_transient() -> No
 
 
 @pytest.mark.asyncio
+async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any) -> None:
+    """Request and CancelRequest in one read: the coroutine servant never
+    starts, and the request is still counted as finished."""
+    server, _, servant, quoter = served
+    ior = IOR.from_string(server.ior(server.activate(servant, "Raw")))
+    host, port = ior.profiles[0].host, ior.profiles[0].port
+    body = b"\x03\x00\x00\x00" + b"10\x00"  # the string "10" (length counts the NUL), little-endian
+    data = codec.encode_request_12(7, 3, b"Raw", "get_quote", body, True) + codec.encode(CancelRequest(7))
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        for _ in range(200):  # until the request was taken and ended (or 2 s)
+            (loop_stats,) = server.stats().strategies
+            if loop_stats.served + loop_stats.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        (loop_stats,) = server.stats().strategies
+        assert (loop_stats.served, loop_stats.in_flight, loop_stats.dropped) == (1, 0, 1)
+        (conn,) = server.connections
+        assert conn.in_flight == 0
+        assert servant.started == 0
+    finally:
+        writer.close()
+
+
+@pytest.mark.asyncio
 async def test_default_timeout_from_config() -> None:
     servant = SlowQuoter()
     async with pyorb.Server() as server, pyorb.Client(pyorb.Config(call_timeout=0.05)) as client:

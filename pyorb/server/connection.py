@@ -137,11 +137,13 @@ class ServerConnection(GIOPProtocol):
             if self.tasks is None:
                 self.tasks = {}
             self.tasks[rid] = task
-            task.add_done_callback(functools.partial(self._task_done, rid))
+            task.add_done_callback(functools.partial(self._task_done, call))
 
-    def _task_done(self, request_id: int, _task: asyncio.Task[None]) -> None:
+    def _task_done(self, call: Call, task: asyncio.Task[None]) -> None:
         if self.tasks is not None:
-            self.tasks.pop(request_id, None)
+            self.tasks.pop(call.request_id, None)
+        if not call.done and task.cancelled():
+            call.abandon()  # CancelRequest (or shutdown) before the task's first step
 
     def _builtin_or_missing(self, req: Request, info: ServantInfo) -> None:
         builtin = BUILTIN_NAMES.get(req.operation)

@@ -31,7 +31,8 @@ class Call(ReplySink):
     of its operation under its strategy.
     """
 
-    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at")
+    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at", "coro")
+    coro: Coroutine[Any, Any, Any]  # set only when it runs as a task on the loop
 
     def __init__(
         self,
@@ -74,6 +75,14 @@ class Call(ReplySink):
             self._finished(False)
             self._settle()
         self._undelivered()
+
+    def abandon(self) -> None:
+        """Its task was cancelled before it ever ran, so the task's own
+        ``except CancelledError`` never saw it: end the call here."""
+        coro = getattr(self, "coro", None)  # set only for calls run as tasks
+        if coro is not None:
+            coro.close()  # never started: closing it keeps it from warning "never awaited"
+        self.cancelled()
 
     def _finished(self, failed: bool) -> None:
         # Recorder.finish, inline: this runs for every request.
@@ -200,6 +209,10 @@ def run_on_loop(call: Call) -> asyncio.Task[None] | None:
         except Exception as exc:
             _fail(call, exc)
             return None
+        call.coro = coro
         return call.channel.loop.create_task(_run_coroutine(call, coro))
     coro = start_amh(call)
-    return None if coro is None else call.channel.loop.create_task(_run_amh(call, coro))
+    if coro is None:
+        return None
+    call.coro = coro
+    return call.channel.loop.create_task(_run_amh(call, coro))
