@@ -12,6 +12,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.client.deadlines import Deadlines
 from pyorb.giop import codec
 from pyorb.giop.ior import IOR, build_ior
 from pyorb.giop.messages import CancelRequest
@@ -90,11 +91,11 @@ async def test_cancelling_the_ami_future_frees_the_slot_at_once(served: Any) -> 
     assert await quoter.get_quote("0") == 0  # connected
     fut = quoter.get_quote("2000", timeout=5)
     conn = next(iter(client._conns.values()))
-    assert len(conn.pending) == 1 and len(client._deadlines) == 1
+    assert len(conn.pending) == 1 and len(Deadlines.of(asyncio.get_running_loop())) == 1
     while servant.started < 2:  # the servant is in its sleep, so the CancelRequest interrupts it
         await asyncio.sleep(0.005)
     fut.cancel()
-    assert conn.pending == {} and len(client._deadlines) == 0
+    assert conn.pending == {} and len(Deadlines.of(asyncio.get_running_loop())) == 0
     for _ in range(200):
         if servant.cancelled:
             break
@@ -109,7 +110,8 @@ async def test_finished_calls_leave_no_deadline_or_slot(served: Any) -> None:
                                    quoter.get_quote("x", timeout=10), return_exceptions=True)
     assert results[:500] == [i % 5 for i in range(500)]
     assert isinstance(results[500], CORBA.SystemException)  # int("x") fails in the servant
-    assert len(client._deadlines) == 0
+    deadlines = Deadlines.of(asyncio.get_running_loop())
+    assert len(deadlines) == 0 and deadlines._slots == {}  # and no slot timer left behind
     assert next(iter(client._conns.values())).pending == {}
 
 

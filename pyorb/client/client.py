@@ -11,7 +11,6 @@ from omniORB import CORBA
 
 from pyorb.client.calls import Endpoint, Route, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
-from pyorb.client.deadlines import Deadlines
 from pyorb.client.invocation import CallFuture, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
 from pyorb.config import DEFAULT_CONFIG, Config
@@ -38,7 +37,6 @@ class Client:
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
         self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
         self._closed = False
-        self._deadlines: Deadlines | None = None
         ensure_orb()
 
     # -- references ------------------------------------------------------------
@@ -100,10 +98,7 @@ class Client:
         fut = CallFuture(loop=loop)
         inv = Invocation(op, args, fut, self._retarget, self.from_objref, target)
         if timeout is not None:
-            deadlines = self._deadlines
-            if deadlines is None or deadlines.loop is not loop:
-                deadlines = self._deadlines = Deadlines(loop)
-            inv.expire_in(deadlines, timeout)
+            inv.expire_in(timeout, loop)
         self._send(inv, route or self.route(target))
         return fut
 

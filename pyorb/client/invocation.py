@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from omniORB import CORBA
 
 from pyorb.client.calls import LocationForward, reply_result
+from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import Reply
 
 if TYPE_CHECKING:
     from pyorb.client.connection import ClientConnection
-    from pyorb.client.deadlines import Deadlines
     from pyorb.marshal import Operation
 
 
@@ -71,9 +71,9 @@ class Invocation:
         self.resent = False
 
     # -- outcomes --------------------------------------------------------------
-    def expire_in(self, deadlines: Deadlines, timeout: float) -> None:
-        self.deadlines = deadlines
-        self.deadline = deadlines.add(self, timeout)
+    def expire_in(self, timeout: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.deadlines = deadlines = Deadlines.of(loop)
+        self.deadline = deadlines.add(self, timeout, loop)
 
     def complete(self, reply: Reply) -> None:
         if self.future.done():
