@@ -38,6 +38,15 @@ class SlowQuoter(Stock__POA.Quoter):
         return int(name)
 
 
+async def _servant_cancelled(servant: SlowQuoter) -> None:
+    """Wait (at most 2 s) for the server to cancel one running servant coroutine."""
+    for _ in range(200):
+        if servant.cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert servant.cancelled == 1
+
+
 @pytest_asyncio.fixture
 async def served() -> AsyncIterator[tuple[pyorb.Server, pyorb.Client, SlowQuoter, Any]]:
     servant = SlowQuoter()
@@ -59,11 +68,7 @@ async def test_timeout_raises_timeout_and_sends_cancel_request(served: Any) -> N
     _, _, servant, quoter = served
     with pytest.raises(CORBA.TIMEOUT):
         await quoter.get_quote("2000", timeout=0.05)
-    for _ in range(200):  # the CancelRequest reaches the server, which cancels the coroutine
-        if servant.cancelled:
-            break
-        await asyncio.sleep(0.01)
-    assert servant.cancelled == 1
+    await _servant_cancelled(servant)  # the CancelRequest reaches the server, which cancels the coroutine
     assert await quoter.get_quote("1") == 1  # the connection is still good
 
 
@@ -75,14 +80,9 @@ async def test_cancelling_the_caller_frees_the_slot(served: Any) -> None:
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    await asyncio.sleep(0)  # the future's done callbacks run on the next loop iteration
     conn = next(iter(client._conns.values()))
     assert conn.pending == {}
-    for _ in range(200):
-        if servant.cancelled:
-            break
-        await asyncio.sleep(0.01)
-    assert servant.cancelled == 1
+    await _servant_cancelled(servant)
 
 
 @pytest.mark.asyncio
@@ -96,11 +96,7 @@ async def test_cancelling_the_ami_future_frees_the_slot_at_once(served: Any) -> 
         await asyncio.sleep(0.005)
     fut.cancel()
     assert conn.pending == {} and len(Deadlines.of(asyncio.get_running_loop())) == 0
-    for _ in range(200):
-        if servant.cancelled:
-            break
-        await asyncio.sleep(0.01)
-    assert servant.cancelled == 1
+    await _servant_cancelled(servant)
 
 
 @pytest.mark.asyncio
