@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,11 @@ def echo_server() -> Iterator[Peer]:
     peer.stop()
 
 
+GEVENT_EXIT_NOISE = re.compile(
+    r"Exception ignored in: <function _removeHandlerRef[^\n]*\n(?:[ \t].*\n|Traceback.*\n)*"
+    r"RuntimeError: greenlet is being finalized\n?")
+
+
 class Run:
     """One finished headless Locust run and the statistics it left."""
 
@@ -40,6 +46,14 @@ class Run:
         self.summary = _largest_json_list(done.stdout)
         self.stats = _rows(Path(f"{prefix}_stats.csv"))
         self.failures = _rows(Path(f"{prefix}_failures.csv"))
+
+    @property
+    def own_stderr(self) -> str:
+        """stderr without gevent 25's noise at interpreter exit (logging's
+        weakref callback finds the greenlet machinery already finalized; the
+        last gevent release for Python 3.10, which Locust 2.46 requires, has
+        it, gevent 26 does not): what is left is Locust's and pyorb's."""
+        return GEVENT_EXIT_NOISE.sub("", self.stderr)
 
     def entry(self, name: str) -> dict[str, Any]:
         """The final JSON statistics of requests called ``name``."""
@@ -137,4 +151,4 @@ def test_bad_input_ends_locust_with_a_message(tmp_path: Path, host: str, env: di
     run = run_locust("echo.py", host, tmp_path, env=env)
     assert run.returncode != 0
     assert message in run.stderr
-    assert "Traceback" not in run.stderr
+    assert "Traceback" not in run.own_stderr, run.stderr[-2000:]
