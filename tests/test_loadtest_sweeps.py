@@ -116,3 +116,21 @@ def test_bad_options_are_one_line(args: list[str], message: str, tmp_path: Path)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
     assert not list(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_a_run_too_short_for_locusts_history_is_measured_over_the_whole_run(tmp_path: Path) -> None:
+    from pyorb.loadtest import locustrun
+
+    prefix = tmp_path / "locust"
+    # What Locust 2.46 leaves after a 3 s run: the history has only its first row.
+    (tmp_path / "locust_stats_history.csv").write_text(
+        "Timestamp,User Count,Type,Name,Requests/s,Failures/s,Total Request Count,Total Failure Count\n"
+        "1795422512,0,,Aggregated,0.000000,0.000000,0,0\n")
+    (tmp_path / "locust_stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
+        "Max Response Time,50%,90%,99%\n"
+        "CORBA,work,534,4,22,22.1,20,54,22,23,25\n"
+        ",Aggregated,534,4,22,22.1,20,54,22,23,25\n")
+    got = locustrun.read_results(prefix, 0.5, 3.0)
+    assert (got["calls"], got["errors"], got["seconds"]) == (530, 4, 3.0)
+    assert got["throughput"] == pytest.approx(530 / 3.0) and got["p99_ms"] == 25.0

@@ -39,22 +39,34 @@ def environment(ref: str, requests: int, timeout: float) -> dict[str, str]:
     return {**os.environ, "PYORB_SINK_REF": ref, "PYORB_REQUESTS": str(requests), "PYORB_TIMEOUT": str(timeout)}
 
 
-def read_results(csv_prefix: Path, warmup_s: float) -> dict[str, Any]:
-    """Throughput over the steady window (after all users started and ``warmup_s``), percentiles, errors."""
+def read_results(csv_prefix: Path, warmup_s: float, run_time_s: float) -> dict[str, Any]:
+    """Throughput over the steady window (after all users started and ``warmup_s``), percentiles, errors.
+
+    A run too short for Locust to have written two rows of history (Locust
+    2.46, the last for Python 3.10, writes its first row only after a few
+    seconds) is measured over the whole run instead: its totals over
+    ``run_time_s``, ramp-up included.
+    """
     history = [r for r in _rows(Path(f"{csv_prefix}_stats_history.csv")) if r.get("Name") == "Aggregated"]
     totals = [r for r in _rows(Path(f"{csv_prefix}_stats.csv")) if r.get("Name") == "Aggregated"]
-    if not history or not totals:
+    if not totals:
         raise RuntimeError(f"Locust wrote no statistics ({csv_prefix}_stats*.csv)")
-    target = max(int(r["User Count"]) for r in history)
-    started = next(int(r["Timestamp"]) for r in history if int(r["User Count"]) >= target)
-    steady = [r for r in history if int(r["Timestamp"]) >= started + warmup_s]
-    if len(steady) < 2:
-        steady = history[-2:]
-    first, last = steady[0], steady[-1]
-    seconds = max(int(last["Timestamp"]) - int(first["Timestamp"]), 1)
-    errors = int(last["Total Failure Count"]) - int(first["Total Failure Count"])
-    calls = int(last["Total Request Count"]) - int(first["Total Request Count"]) - errors  # Locust counts both
     total = totals[0]
+    if len(history) >= 2:
+        target = max(int(r["User Count"]) for r in history)
+        started = next(int(r["Timestamp"]) for r in history if int(r["User Count"]) >= target)
+        steady = [r for r in history if int(r["Timestamp"]) >= started + warmup_s]
+        if len(steady) < 2:
+            steady = history[-2:]
+        first, last = steady[0], steady[-1]
+        seconds: float = max(int(last["Timestamp"]) - int(first["Timestamp"]), 1)
+        errors = int(last["Total Failure Count"]) - int(first["Total Failure Count"])
+        requests = int(last["Total Request Count"]) - int(first["Total Request Count"])
+    else:
+        seconds = max(run_time_s, 1)
+        errors = int(total["Failure Count"])
+        requests = int(total["Request Count"])
+    calls = requests - errors  # Locust counts both
     return {"calls": calls, "errors": errors, "seconds": seconds, "throughput": calls / seconds,
             "min_ms": _num(total, "Min Response Time"), "mean_ms": _num(total, "Average Response Time"),
             "p50_ms": _num(total, "50%"), "p90_ms": _num(total, "90%"), "p99_ms": _num(total, "99%"),

@@ -168,7 +168,7 @@ def _generate(generator: str, point: Point, settings: Settings, ref: str, logs: 
             done, meter = run_child(locustrun.command(point.clients, run_time, prefix), bound, sampler,
                                     env=locustrun.environment(ref, point.requests, settings.timeout))
             (logs / "locust.stderr.txt").write_text(done.stderr)
-            return locustrun.read_results(prefix, warmup), meter
+            return locustrun.read_results(prefix, warmup, run_time), meter
         module = "pyorb.loadtest.omni_generator" if generator == "omniorb" else "pyorb.loadtest.generator"
         args = ["-m", module, ref, "--mode", point.mode, "--clients", str(point.clients),
                 "--warmup", f"{warmup:g}", "--duration", f"{duration:g}", "--timeout", f"{settings.timeout:g}",
