@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -67,11 +68,27 @@ def _true(value: Any) -> bool:
     return value is True or str(value) == "True"
 
 
+NOTE_FONTSIZE = 7
+
+
 def _finish(fig: Any, path: Path, note: str) -> None:
-    fig.text(0.01, 0.005, note, fontsize=7, color="dimgray")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    _footer(fig, note)
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
+
+
+def _footer(fig: Any, note: str) -> Any:
+    """Put ``note`` under the axes, wrapped to the figure's width; returns the text.
+
+    About 0.55 em per character at the footer's size; the axes are laid out
+    above however many lines it takes, so no figure size cuts it off."""
+    width_pt = fig.get_figwidth() * 72 * 0.97
+    per_line = max(20, int(width_pt / (NOTE_FONTSIZE * 0.55)))
+    lines = textwrap.wrap(note, per_line) or [""]
+    text = fig.text(0.01, 0.005, "\n".join(lines), fontsize=NOTE_FONTSIZE, color="dimgray", va="bottom")
+    footer = (len(lines) * NOTE_FONTSIZE * 1.3 + 4) / (fig.get_figheight() * 72)
+    fig.tight_layout(rect=(0, footer, 1, 1))
+    return text
 
 
 NOTE = ("hollow circle: load generator near one core (a lower bound); dashed: omniORBpy baselines; "

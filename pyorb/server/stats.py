@@ -139,10 +139,16 @@ class ServerStats:
         """The snapshot as a rich table (times in milliseconds)."""
         from rich.table import Table
 
-        table = Table(title=f"pyorb dispatch statistics ({self.connections} connections open)")
-        for col in ("", "served", "in flight", "queued", "threads", "failed", "dropped",
-                    "wait mean", "wait p99", "service mean", "service p50", "service p99"):
-            table.add_column(col, justify="left" if not col else "right")
+        table = Table(title=f"pyorb dispatch statistics ({self.connections} connections open)",
+                      caption="times in milliseconds: wait = queued before the servant ran, "
+                              "service = in the servant")
+        names = [f"{kind} {s.name}" for kind, rows in (("strategy", self.strategies),
+                                                        ("operation", self.operations)) for s in rows]
+        # The name column never wraps or truncates (the numbers' headers wrap instead).
+        table.add_column("", no_wrap=True, min_width=max(map(len, names), default=0))
+        for col in ("served", "in flight", "queued", "threads", "failed", "dropped",
+                    "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
+            table.add_column(col, justify="right")
         for title, rows in (("strategy", self.strategies), ("operation", self.operations)):
             for s in rows:
                 table.add_row(
