@@ -187,3 +187,35 @@ def test_omnipeer_bad_options_exit_2_with_a_message(args: list[str], message: st
                           timeout=60, stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def _documented_pytest_settings() -> str:
+    doc = (ROOT / "docs" / "naming-and-testing.md").read_text()
+    return doc.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_the_documented_pytest_asyncio_setting_silences_its_deprecation_warning(
+    tmp_path: Path, configured: bool,
+) -> None:
+    (tmp_path / "test_user.py").write_text(
+        "import pytest, pytest_asyncio\n\n"
+        "@pytest_asyncio.fixture\n"
+        "async def value():\n"
+        "    return 3\n\n"
+        "@pytest.mark.asyncio\n"
+        "async def test_plugin_fixture(pyorb_client, value):\n"
+        "    assert value == 3 and pyorb_client is not None\n"
+    )
+    settings = _documented_pytest_settings() if configured else "[tool.pytest.ini_options]\n"
+    (tmp_path / "pyproject.toml").write_text(settings)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error::DeprecationWarning"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )
+    out = done.stdout + done.stderr
+    if configured:
+        assert done.returncode == 0, out
+        assert "asyncio_default_fixture_loop_scope" not in out
+    else:  # what the documentation saves a user from
+        assert "asyncio_default_fixture_loop_scope" in out, out

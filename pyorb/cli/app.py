@@ -251,11 +251,25 @@ def demo_cmd(
 # -- loadtest (owned by the load-test package) -------------------------------------
 
 
+DISTRIBUTION = "pyorb-asyncio"
+"""pyorb's name on PyPI (``pyorb`` there is an unrelated project)."""
+
+LOADTEST_INSTALL = (f"pyorb loadtest needs the loadtest extra (Locust, matplotlib, psutil): "
+                    f"pip install '{DISTRIBUTION}[loadtest]', or from a checkout: pip install -e '.[loadtest]'")
+
+
 def _add_loadtest() -> None:
-    # The load-test package owns its sub-app; without it (or its extra) there is no such command.
+    # The load-test package owns its sub-app; without its extra the command
+    # stays listed and says how to install what it needs.
     module = _optional_module("pyorb.loadtest.cli")
     if module is not None:
         app.add_typer(module.app, name="loadtest")
+        return
+
+    @app.command("loadtest", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+                 add_help_option=False, help="The papers' load-test sweeps (needs the loadtest extra).")
+    def loadtest_missing() -> None:
+        raise ImportError(LOADTEST_INSTALL)
 
 
 _add_loadtest()
