@@ -15,6 +15,7 @@ import asyncio
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -46,15 +47,19 @@ async def run_sink(delay: float) -> None:
 
 async def run_demo(clients: int, seconds: float, delay: float) -> dict[str, Any]:
     """Start the sink process, the middle tier and the clients; measure."""
+    errors = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty sink never blocks on it
     sink_proc = subprocess.Popen(
         [sys.executable, "-m", "pyorb.demo", "--sink", "--delay", str(delay)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
     )
     try:
         assert sink_proc.stdout is not None
         sink_ior = sink_proc.stdout.readline().strip()
         if not sink_ior.startswith("IOR:"):
-            raise RuntimeError("the sink process did not start")
+            sink_proc.wait(10)
+            errors.seek(0)
+            said = [line.strip() for line in errors.read().splitlines() if line.strip()]
+            raise RuntimeError("the sink process did not start" + (f": {said[-1]}" if said else ""))
         return await _middle_and_clients(sink_ior, clients, seconds, delay)
     finally:
         if sink_proc.stdin is not None:
@@ -64,6 +69,7 @@ async def run_demo(clients: int, seconds: float, delay: float) -> dict[str, Any]
         except subprocess.TimeoutExpired:
             sink_proc.kill()
             sink_proc.wait()
+        errors.close()
 
 
 async def _middle_and_clients(sink_ior: str, clients: int, seconds: float, delay: float) -> dict[str, Any]:
@@ -202,9 +208,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.clients < 1 or args.seconds <= 0 or args.delay <= 0:
         parser.error("--clients, --seconds and --delay must be positive")
     runner = _runner()
-    if args.sink:
-        runner(run_sink(args.delay))
-        return 0
+    try:
+        if args.sink:
+            runner(run_sink(args.delay))
+            return 0
+        return _run(runner, args)
+    except (ImportError, OSError, RuntimeError) as exc:  # one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def _run(runner: Any, args: argparse.Namespace) -> int:
     print(textwrap.fill(f"Starting a sink in another process (it replies after {args.delay * 1000:g} ms), an AMH middle "
           f"tier that forwards each request to it with an AMI call, and {args.clients} closed-loop clients "
           f"calling the middle tier; measuring for {args.seconds:g} s...", 100), flush=True)

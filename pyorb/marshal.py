@@ -394,10 +394,3 @@ def from_omni(desc: Descriptor, value: Any, convert: ObjrefHook) -> Any:
     if kind in (TV_SEQUENCE, TV_ARRAY):
         return [from_omni(desc[1], v, convert) for v in value]
     return value
-
-
-def import_idl(path: str, include_dirs: Iterable[str] = ()) -> list[str]:
-    """Compile an IDL file in-process (with AMI stubs) and import its modules."""
-    ensure_orb()
-    args = ["-Wbami", *(f"-I{d}" for d in include_dirs)]
-    return list(omniORB.importIDL(path, args))

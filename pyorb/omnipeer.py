@@ -100,8 +100,9 @@ def _load_file(path: str) -> ModuleType:
 
 def init_orb(ns: argparse.Namespace, endpoint: str | None = None) -> Any:
     """An ORB with UTF-8 strings and bounded calls, and the IDL imported."""
-    import omniORB
     from omniORB import CORBA
+
+    from pyorb.idl import import_generated  # omniidl through this interpreter, not PATH
 
     args = [sys.argv[0], "-ORBnativeCharCodeSet", "UTF-8",
             "-ORBclientCallTimeOutPeriod", str(CALL_TIMEOUT_MS)]
@@ -112,7 +113,7 @@ def init_orb(ns: argparse.Namespace, endpoint: str | None = None) -> Any:
         if not Path(idl).is_file():
             raise PeerError(f"IDL file not found: {idl}")
         dirs = ns.include or [str(Path(idl).resolve().parent)]
-        omniORB.importIDL(idl, [f"-I{d}" for d in dirs])
+        import_generated(idl, [f"-I{d}" for d in dirs])
     return orb
 
 

@@ -47,13 +47,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def connect(ns: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(orb, root POA, Sink reference) with AMI stubs loaded."""
-    import omniORB
     from omniORB import CORBA
+
+    from pyorb.idl import import_generated
 
     orb = CORBA.ORB_init([sys.argv[0], "-ORBoneCallPerConnection", "0",
                           "-ORBmaxGIOPConnectionPerServer", str(max(ns.clients, 5)),
                           "-ORBclientCallTimeOutPeriod", str(int(ns.timeout * 1000))], CORBA.ORB_ID)
-    omniORB.importIDL(str(IDL), ["-Wbami"])
+    import_generated(str(IDL), ["-Wbami"])
     poa = orb.resolve_initial_references("RootPOA")
     poa._get_the_POAManager().activate()
     sink = orb.string_to_object(ns.ref)._narrow(sys.modules["Bench"].Sink)

@@ -102,11 +102,12 @@ def make_servant(ns: argparse.Namespace, orb: Any) -> Any:
 
 
 def serve(ns: argparse.Namespace) -> int:
-    import omniORB
     from omniORB import CORBA, PortableServer
 
+    from pyorb.idl import import_generated
+
     orb = CORBA.ORB_init(orb_args(ns), CORBA.ORB_ID)
-    omniORB.importIDL(str(IDL))
+    import_generated(str(IDL))
     poa = orb.resolve_initial_references("omniINSPOA")  # persistent keys: corbaloc works
     servant = make_servant(ns, orb)
     poa.activate_object_with_id(ns.key.encode(), servant)
