@@ -60,10 +60,10 @@ def orb_args(ns: argparse.Namespace) -> list[str]:
 
 def connect(ns: argparse.Namespace) -> tuple[Any, Any]:
     """Start the ORB and return (orb, Echo reference)."""
-    import omniORB
+    from pyorb.idl import import_generated
     from omniORB import CORBA
     orb = CORBA.ORB_init(orb_args(ns), CORBA.ORB_ID)
-    omniORB.importIDL(str(IDL))
+    import_generated(str(IDL))  # omniORB.importIDL, minus its PATH lookup
     bench = sys.modules["Bench"]
     return orb, orb.string_to_object(ns.ior)._narrow(bench.Echo)
 

@@ -28,10 +28,10 @@ class SinkAsEcho:
 
 def connect(ns: Any) -> Any:
     """Start the ORB and return the Sink reference, narrowed."""
-    import omniORB
+    from pyorb.idl import import_generated
     from omniORB import CORBA
     orb = CORBA.ORB_init(echo_client.orb_args(ns), CORBA.ORB_ID)
-    omniORB.importIDL(str(echo_client.IDL))
+    import_generated(str(echo_client.IDL))  # omniORB.importIDL, minus its PATH lookup
     bench = sys.modules["Bench"]
     return orb.string_to_object(ns.ior)._narrow(bench.Sink)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
-import omniORB
+from pyorb.idl import import_generated
 from omniORB import CORBA
 
 IDL = Path(__file__).resolve().parents[1] / "idl" / "bench.idl"
@@ -100,7 +100,7 @@ def build_servant_classes(poa_mod: ModuleType) -> tuple[type, type]:
 def start_server(ns: argparse.Namespace) -> tuple[Any, list[str]]:
     """Initialise the ORB and activate both servants; return (orb, IORs)."""
     orb = CORBA.ORB_init(orb_args(ns), CORBA.ORB_ID)
-    omniORB.importIDL(str(IDL))
+    import_generated(str(IDL))  # omniORB.importIDL, minus its PATH lookup
     echo_cls, sink_cls = build_servant_classes(sys.modules["Bench__POA"])
     poa = orb.resolve_initial_references("RootPOA")
     refs = [poa.servant_to_reference(echo_cls()),

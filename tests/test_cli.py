@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -96,7 +97,8 @@ def omni_types() -> Iterator[ServerProcess]:
 
 
 def test_console_script_and_module_agree() -> None:
-    script = shutil.which("pyorb")
+    # Beside this interpreter (a virtualenv run by path need not be on PATH), else on PATH.
+    script = shutil.which("pyorb", path=sysconfig.get_path("scripts")) or shutil.which("pyorb")
     assert script is not None, "the pyorb console script is not installed (pip install -e .)"
     done = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "pyorb 0.1.0", done

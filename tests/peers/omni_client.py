@@ -587,10 +587,10 @@ def orb_args(ns: argparse.Namespace) -> list[str]:
 
 def make_context(ns: argparse.Namespace) -> Context:
     """Start the ORB, load the IDL (with AMI stubs) and resolve the target."""
-    import omniORB
+    from pyorb.idl import import_generated
     from omniORB import CORBA
     orb = CORBA.ORB_init(orb_args(ns), CORBA.ORB_ID)
-    omniORB.importIDL(str(IDL), ["-Wbami"])
+    import_generated(str(IDL), ["-Wbami"])  # omniORB.importIDL, minus its PATH lookup
     interop, poa_mod = sys.modules["Interop"], sys.modules["Interop__POA"]
     poa = orb.resolve_initial_references("RootPOA")
     poa._get_the_POAManager().activate()

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
-import omniORB
+from pyorb.idl import import_generated
 from omniORB import CORBA
 
 IDL = Path(__file__).resolve().parents[2] / "idl" / "interop.idl"
@@ -99,7 +99,7 @@ def orb_args(ns: argparse.Namespace) -> list[str]:
 
 def load_idl() -> tuple[ModuleType, ModuleType]:
     """Compile interop.idl in-process; return (Interop, Interop__POA)."""
-    omniORB.importIDL(str(IDL))
+    import_generated(str(IDL))  # omniORB.importIDL, minus its PATH lookup
     return sys.modules["Interop"], sys.modules["Interop__POA"]
 
 
