@@ -22,12 +22,12 @@ Only the standard library and omniORB's type registry are used; no I/O.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 Descriptor = Any
 """An omniidl type descriptor: an int for basic types, a tuple otherwise."""
 
-__all__ = ["CDRLayoutError", "UnsupportedTypeError", "zero_padding", "realign_fragments"]
+__all__ = ["Bounds", "CDRLayoutError", "UnsupportedTypeError", "needs_bounds", "zero_padding", "realign_fragments"]
 
 # omniidl descriptor kinds (omniORB.tcInternal.tv_*); TypeCode kinds (TCKind) use the same numbers.
 TV_NULL, TV_VOID, TV_SHORT, TV_LONG, TV_USHORT, TV_ULONG, TV_FLOAT, TV_DOUBLE = range(8)
@@ -59,7 +59,27 @@ _UNSUPPORTED = {
 _ZEROS = tuple(bytes(n) for n in range(8))
 _U32 = (struct.Struct(">I").unpack_from, struct.Struct("<I").unpack_from)
 _U16 = (struct.Struct(">H").unpack_from, struct.Struct("<H").unpack_from)
-_MAX_TC_DEPTH = 64
+
+
+class Bounds(NamedTuple):
+    """Limits checked while walking received data, before omniORB's unmarshaler sees it.
+
+    omniORB's C unmarshaler recurses once per nesting level (a deep enough
+    any-in-any or TypeCode chain overflows its stack) and allocates one Python
+    object per element before it knows whether the data makes sense (2^31
+    elements of a zero-size type cost nothing on the wire).  Bytes on the wire
+    already bound everything else.
+    """
+
+    max_nesting_depth: int = 64
+    """any values inside any values, and TypeCodes inside TypeCodes."""
+    max_typecode_size: int = 64 * 1024
+    """Octets of one TypeCode's encapsulation."""
+    max_empty_elements: int = 65536
+    """Elements of one sequence or array whose elements take no octets."""
+
+
+DEFAULT_BOUNDS = Bounds()
 
 Ops = tuple[tuple[int, int, int, bytes], ...]
 """Padding of a fixed layout: ``data[i+a:i+b:c] = z`` for each (a, b, c, z)."""
@@ -95,15 +115,18 @@ class _Frame:
     same buffer, so TypeCode positions stay comparable across frames.
     """
 
-    __slots__ = ("data", "end", "sh", "le", "ul", "uh", "minor", "tcs", "depth", "budget")
+    __slots__ = ("data", "end", "sh", "le", "ul", "uh", "minor", "tcs", "depth", "budget", "bounds", "nest")
 
     def __init__(
-        self, data: bytearray, end: int, sh: int, le: bool, minor: int, tcs: _TCMap, depth: int, budget: int
+        self, data: bytearray, end: int, sh: int, le: bool, minor: int, tcs: _TCMap, depth: int, budget: int,
+        bounds: Bounds = DEFAULT_BOUNDS,
     ) -> None:
         self.data, self.end, self.sh, self.le, self.minor = data, end, sh, le, minor
         self.ul, self.uh = _U32[le], _U16[le]
         self.tcs, self.depth = tcs, depth
         self.budget = budget  # octets in the whole input: no array read from a TypeCode is larger
+        self.bounds = bounds
+        self.nest = 0  # any values open around the one being walked
 
     def ulong(self, i: int) -> tuple[int, int]:
         """Read an aligned ulong at or after ``i``, zeroing the padding before it."""
@@ -367,6 +390,9 @@ def _zero_run(elem: _Fixed, f: _Frame, i: int, n: int) -> int:
     m = n - 1
     if m:
         stride, offsets = elem.repeat((i + f.sh) & 7)
+        if not stride and n > f.bounds.max_empty_elements:
+            raise CDRLayoutError(f"{n} elements of a type that takes no octets "
+                                 f"(the limit is {f.bounds.max_empty_elements})")
         end = i + m * stride
         if end > f.end:
             raise _truncated("a sequence or array")
@@ -599,8 +625,14 @@ class _Any(_Node):
     __slots__ = ()
 
     def zero(self, f: _Frame, i: int) -> int:
+        if f.nest >= f.bounds.max_nesting_depth:
+            raise CDRLayoutError(f"any values nested more than {f.bounds.max_nesting_depth} deep")
         node, _, i = _zero_typecode(f, i)
-        return node.zero(f, i)
+        f.nest += 1
+        try:
+            return node.zero(f, i)
+        finally:
+            f.nest -= 1
 
     def move(self, m: _Mover) -> None:
         _move_typecode(m)[0].move(m)
@@ -844,6 +876,8 @@ def _zero_typecode(f: _Frame, i: int) -> tuple[_Node, int, int]:
     length, i = f.ulong(i)
     if i + length > f.end:
         raise _truncated("a TypeCode encapsulation")
+    if length > f.bounds.max_typecode_size:
+        raise CDRLayoutError(f"a TypeCode of {length} octets (the limit is {f.bounds.max_typecode_size})")
     node, kind = _parse_encapsulation(f, kind, i - 8, i, i + length)
     return node, kind, i + length
 
@@ -866,14 +900,15 @@ def _parse_encapsulation(outer: _Frame, kind: int, tc_start: int, start: int, en
     """The node for a complex TypeCode at ``tc_start`` whose parameters are in ``data[start:end]``."""
     if start >= end or outer.data[start] > 1:
         raise CDRLayoutError("bad TypeCode encapsulation")
-    if outer.depth >= _MAX_TC_DEPTH:
-        raise CDRLayoutError("TypeCodes nested too deeply")
+    if outer.depth >= outer.bounds.max_nesting_depth:
+        raise CDRLayoutError(f"TypeCodes nested more than {outer.bounds.max_nesting_depth} deep")
     parser = _TC_PARSERS.get(kind)
     if parser is None:
         raise CDRLayoutError(f"unknown TypeCode kind {kind}")
     ref = _Ref()
     outer.tcs[tc_start] = (ref, kind)  # members may point back here (recursive types)
-    f = _Frame(outer.data, end, -start, bool(outer.data[start]), outer.minor, outer.tcs, outer.depth + 1, outer.budget)
+    f = _Frame(outer.data, end, -start, bool(outer.data[start]), outer.minor, outer.tcs, outer.depth + 1, outer.budget,
+               outer.bounds)
     info, i = parser(f, start + 1)
     ref.target = info[0]
     outer.tcs[tc_start] = info
@@ -1026,7 +1061,8 @@ def _move_indirection(m: _Mover) -> TCInfo:
 
 
 def zero_padding(
-    descs: Sequence[Descriptor], data: bytearray, little_endian: bool, base: int = 0, *, giop_minor: int = 2
+    descs: Sequence[Descriptor], data: bytearray, little_endian: bool, base: int = 0, *, giop_minor: int = 2,
+    bounds: Bounds = DEFAULT_BOUNDS,
 ) -> None:
     """Zero, in place, every alignment-padding byte of values of types ``descs``.
 
@@ -1036,8 +1072,9 @@ def zero_padding(
     left as they are.  ``giop_minor`` selects the wchar/wstring form: 2 (the
     form ``_omnipy.cdrMarshal`` writes) or 1 (GIOP 1.1's two-octet units).
 
-    Raises CDRLayoutError (a ValueError) if the bytes do not match the types,
-    UnsupportedTypeError for value types and abstract interfaces.
+    Raises CDRLayoutError (a ValueError) if the bytes do not match the types
+    or pass one of ``bounds``, UnsupportedTypeError for value types and
+    abstract interfaces.
     """
     node = _top(descs, giop_minor)
     n = len(data)
@@ -1049,7 +1086,7 @@ def zero_padding(
             for a, b, c, z in ops:
                 data[a:b:c] = z
             return
-        end = node.zero(_Frame(data, n, base, little_endian, giop_minor, {}, 0, n), 0)
+        end = node.zero(_Frame(data, n, base, little_endian, giop_minor, {}, 0, n, bounds), 0)
     except (RecursionError, IndexError, struct.error, OverflowError) as exc:
         raise CDRLayoutError(f"malformed CDR data: {exc}") from None
     if end != n:
@@ -1065,6 +1102,7 @@ def realign_fragments(
     fragment_origin: int = 12,
     *,
     giop_minor: int = 1,
+    bounds: Bounds = DEFAULT_BOUNDS,
 ) -> bytes:
     """Lay out a GIOP 1.1 fragment train with the alignment of one unbroken stream.
 
@@ -1088,8 +1126,34 @@ def realign_fragments(
         out = mover.finish()
     except (RecursionError, IndexError, struct.error, OverflowError) as exc:
         raise CDRLayoutError(f"malformed CDR data: {exc}") from None
-    zero_padding(descs, out, little_endian, base, giop_minor=giop_minor)
+    zero_padding(descs, out, little_endian, base, giop_minor=giop_minor, bounds=bounds)
     return bytes(out)
+
+
+def needs_bounds(descs: Sequence[Descriptor]) -> bool:
+    """Whether values of ``descs`` can hold what :class:`Bounds` limits (an any, a
+    TypeCode) or what this module cannot walk (value types): only such bodies
+    need a walk before they are unmarshaled; for the rest the octets bound all."""
+    seen: set[int] = set()
+    todo = [_top(descs, 2)]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen or isinstance(node, _Fixed):
+            continue
+        seen.add(id(node))
+        if isinstance(node, (_Any, _TypeCodeValue, _Unsupported)):
+            return True
+        if isinstance(node, _Struct):
+            todo.extend(node.parts)
+        elif isinstance(node, _Seq):
+            todo.append(node.elem)
+        elif isinstance(node, _Union):
+            todo.extend(node.cases.values())
+            if node.default is not None:
+                todo.append(node.default)
+        elif isinstance(node, _Ref):
+            todo.append(node.get())
+    return False
 
 
 def _segments(n: int, base: int, starts: Sequence[int], origin: int) -> list[tuple[int, int, int]]:

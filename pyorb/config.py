@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyorb.cdrscan import Bounds
 from pyorb.giop.messages import GIOP_1_2, SUPPORTED_VERSIONS, Version
 
 MiB = 1024 * 1024
@@ -43,6 +44,12 @@ class Config:
     """Requests in servant code or queued across the server; at the limit it stops reading every connection until they drain."""
     idle_timeout: float | None = 180.0
     """Seconds a server connection with nothing in flight may stay silent before CloseConnection (None: never)."""
+    max_nesting_depth: int = 64
+    """Received any values nested in any values, and TypeCodes in TypeCodes, beyond which the body gets MARSHAL."""
+    max_typecode_size: int = 64 * 1024
+    """Octets of one received TypeCode beyond which the body gets MARSHAL."""
+    max_empty_elements: int = 65536
+    """Elements of one received sequence of a type that takes no octets (sequence<null> in an any) beyond which the body gets MARSHAL."""
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:
@@ -63,6 +70,13 @@ class Config:
             raise ValueError(f"idle_timeout must be positive or None, got {self.idle_timeout}")
         if self.max_forwards < 0:
             raise ValueError(f"max_forwards must not be negative, got {self.max_forwards}")
+        for name in ("max_nesting_depth", "max_typecode_size", "max_empty_elements"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    def value_bounds(self) -> Bounds:
+        """The limits checked on received values before they are unmarshaled."""
+        return Bounds(self.max_nesting_depth, self.max_typecode_size, self.max_empty_elements)
 
 
 DEFAULT_CONFIG = Config()

@@ -107,7 +107,8 @@ class BodyCodec:
     plain tuples.
     """
 
-    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple")
+    __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
+                 "_bounded")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -120,6 +121,9 @@ class BodyCodec:
         self._objrefs = any(_has_objref(d) for d in descs)
         self._no_padding: dict[int, bool] = {}
         self._simple = len(descs) == 1 and not self._objrefs and _padding_free(descs, 0)
+        # Bodies that can nest without limit (any, TypeCode) or that cdrscan
+        # cannot walk (value types) are walked before omniORB unmarshals them.
+        self._bounded = cdrscan.needs_bounds(descs)
 
     def _struct(self, pad: int, read: bool = False) -> tuple[tuple[Any, ...], type]:
         struct = self._structs.get((pad, read))
@@ -185,21 +189,25 @@ class BodyCodec:
     def _scrub(self, body: bytes, pad: int, little_endian: bool) -> bytes:
         # omniORB leaves alignment padding uninitialised: process memory
         # must not leave the process, so every padding byte is zeroed.
+        # A body that cannot be walked (a value type) is refused, never sent unscrubbed.
         buf = bytearray(body)
         try:
             cdrscan.zero_padding(self._descs, buf, little_endian, pad)
         except ValueError as exc:
-            log.error("cannot zero the padding of a body of %s: %s", self._descs, exc)
-            return body
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
         return bytes(buf)
 
     def unpack(
-        self, body: bytes, align: int, little_endian: bool, fragment_starts: tuple[int, ...] = ()
+        self, body: bytes, align: int, little_endian: bool, fragment_starts: tuple[int, ...] = (),
+        bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS,
     ) -> tuple[Any, ...]:
         """Unmarshal a body that started at ``align`` (mod 8).
 
         ``fragment_starts`` (GIOP 1.1 only) are the offsets where Fragment
         payloads began: omniORB aligns each relative to its own fragment.
+        Bodies that can hold an any or a TypeCode are first checked against
+        ``bounds``; one that passes them raises MARSHAL before omniORB's
+        unmarshaler sees it.
         """
         if not self.count:
             return ()
@@ -208,9 +216,15 @@ class BodyCodec:
             try:
                 # Wide characters stay in the GIOP 1.2 form: omniORB sends that
                 # form in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
-                body = cdrscan.realign_fragments(self._descs, body, little_endian, pad, fragment_starts, giop_minor=2)
+                body = cdrscan.realign_fragments(self._descs, body, little_endian, pad, fragment_starts,
+                                                 giop_minor=2, bounds=bounds)
             except ValueError as exc:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+        elif self._bounded:
+            try:
+                cdrscan.zero_padding(self._descs, bytearray(body), little_endian, pad, giop_minor=2, bounds=bounds)
+            except ValueError as exc:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (_unmarshal(self._read_descs[0], body, little_endian),)
@@ -272,7 +286,9 @@ class Operation:
             raise CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE)
         return codec.pack((exc,), align, le)
 
-    def unpack_user_exception(self, body: bytes, align: int, le: bool) -> Exception:
+    def unpack_user_exception(
+        self, body: bytes, align: int, le: bool, bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS
+    ) -> Exception:
         try:
             repo_id = CDRReader(body, le, base=align).string()
         except ProtocolError:
@@ -280,7 +296,7 @@ class Operation:
         codec = self._exception_codec(repo_id)
         if codec is None:
             return cast(Exception, CORBA.UNKNOWN(0, CORBA.COMPLETED_YES))
-        (exc,) = codec.unpack(body, align, le)
+        (exc,) = codec.unpack(body, align, le, bounds=bounds)
         return cast(Exception, exc)
 
     def _exception_codec(self, repo_id: str) -> BodyCodec | None:

@@ -32,11 +32,12 @@ class GIOPProtocol(asyncio.Protocol):
     # Thousands of connections may be open at once: no per-instance dict, and
     # nothing made per connection that is not needed (the close future is made
     # only for a waiter, the peer address stays with the transport).
-    __slots__ = ("config", "core", "transport", "loop", "loop_thread", "_out", "_flush_pending", "_read_timer",
+    __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_flush_pending", "_read_timer",
                  "_closing", "_lost", "_closed", "last_activity", "reading")
 
     def __init__(self, role: Role, config: Config) -> None:
         self.config = config
+        self.value_bounds = config.value_bounds()  # checked on received bodies that can nest
         self.core = GIOPConnection(
             role,
             max_message_size=config.max_message_size,

@@ -216,6 +216,7 @@ class BlockingClient:
 
     def __init__(self, config: Config = DEFAULT_CONFIG) -> None:
         self.config = config
+        self.value_bounds = config.value_bounds()
         self._conns: dict[Endpoint, BlockingConnection] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -279,7 +280,7 @@ class BlockingClient:
             if reply is None:
                 return CallResult(None, 0)
             try:
-                return CallResult(reply_result(op, reply, self.from_objref), len(reply.body))
+                return CallResult(reply_result(op, reply, self.from_objref, self.value_bounds), len(reply.body))
             except LocationForward as fwd:
                 route = self.route(fwd.target)
         raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)  # a forwarding loop

@@ -13,7 +13,7 @@ from typing import Any, Callable, NamedTuple
 
 from omniORB import CORBA
 
-from pyorb import marshal
+from pyorb import cdrscan, marshal
 from pyorb.config import Config
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader
@@ -100,7 +100,9 @@ class LocationForward(Exception):
         self.target = target
 
 
-def reply_result(op: Operation, reply: Reply, convert: Callable[[Any], Any]) -> Any:
+def reply_result(
+    op: Operation, reply: Reply, convert: Callable[[Any], Any], bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS
+) -> Any:
     """The value a reply to ``op`` carries (see Operation.result_value).
 
     Raises the user or system exception the reply carries, MARSHAL
@@ -114,10 +116,10 @@ def reply_result(op: Operation, reply: Reply, convert: Callable[[Any], Any]) -> 
     try:
         if status is ReplyStatus.NO_EXCEPTION:
             results = op.results
-            values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts)
+            values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts, bounds)
             return op.result_value(results.convert_objrefs(values, convert))
         if status is ReplyStatus.USER_EXCEPTION:
-            error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian)
+            error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian, bounds)
         elif status is ReplyStatus.SYSTEM_EXCEPTION:
             error = marshal.unpack_system_exception(reply.body, reply.body_offset, reply.little_endian)
         else:  # NEEDS_ADDRESSING_MODE: we already send the simplest form

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from omniORB import CORBA
 
+from pyorb import cdrscan
 from pyorb.client.calls import LocationForward, reply_result
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
@@ -79,7 +80,8 @@ class Invocation:
         if self.future.done():
             return
         try:
-            value = reply_result(self.op, reply, self.convert)
+            bounds = self.conn.value_bounds if self.conn is not None else cdrscan.DEFAULT_BOUNDS
+            value = reply_result(self.op, reply, self.convert, bounds)
         except LocationForward as fwd:
             self.forwards += 1
             self.retarget(self, fwd.target)

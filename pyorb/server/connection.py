@@ -113,7 +113,8 @@ class ServerConnection(GIOPProtocol):
         entry = route.entry
         op = entry.op
         try:
-            args = op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts)
+            args = op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
+                                  self.value_bounds)
         except CORBA.SystemException as exc:
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
             self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO))

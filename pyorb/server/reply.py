@@ -142,6 +142,10 @@ class ReplySink:
                 data = codec.encode_reply_12(self.request_id, 0, body, le)  # 0: NO_EXCEPTION
             else:
                 data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le))
+        except CORBA.MARSHAL as exc:  # a value pyorb cannot scrub: refused, never sent raw
+            log.error("operation %s returned a value pyorb cannot send: %s", op.name, exc)
+            data = self._system_bytes(CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES))
+            failed = True
         except CORBA.SystemException as exc:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
             data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))

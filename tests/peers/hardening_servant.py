@@ -1,0 +1,22 @@
+"""The servant of idl/hardening.idl, served by ``pyorb serve`` in the hardening tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import Hardening  # loaded by `pyorb serve --idl idl/hardening.idl`
+import Hardening__POA
+
+
+class Target(Hardening__POA.Target):  # type: ignore[misc]
+    def take(self, v: Any) -> Any:
+        return v
+
+    def ping(self, stamp: int) -> int:
+        return stamp
+
+    def make_point(self, x: int, y: int) -> Any:
+        return Hardening.Point(x, y)
+
+    def give_point(self, p: Any) -> None:
+        pass
