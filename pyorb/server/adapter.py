@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -54,6 +55,10 @@ class ObjectAdapter:
         self._servants: dict[bytes, Binding] = {}
         self._forwards: dict[bytes, IOR] = {}
         self._counter = itertools.count(1)
+        # Generated (transient) keys carry this adapter's incarnation, as a
+        # POA's transient policy does: a reference kept from an earlier run
+        # gets OBJECT_NOT_EXIST instead of reaching whatever now has its number.
+        self.incarnation = os.urandom(8).hex()
 
     def activate(
         self,
@@ -67,6 +72,11 @@ class ObjectAdapter:
     ) -> bytes:
         """Serve ``servant`` under ``key`` (a fresh one if None); returns the key.
 
+        A fresh key (``Class/<incarnation>/<n>``) is unique to this adapter's
+        incarnation: after a restart, references to it get OBJECT_NOT_EXIST.
+        Give ``key`` for a stable object (corbaloc URLs, references that
+        survive restarts).
+
         ``strategy`` overrides the adapter's default for this servant and
         ``operations`` (operation name to strategy) for single operations.
         ``deadline`` (seconds, every operation) and ``deadlines`` (per
@@ -77,7 +87,7 @@ class ObjectAdapter:
         """
         info = servant_info(servant)
         if key is None:
-            key = f"{type(servant).__name__}/{next(self._counter)}".encode()
+            key = f"{type(servant).__name__}/{self.incarnation}/{next(self._counter)}".encode()
         elif isinstance(key, str):
             key = key.encode()
         if key in self._servants:
