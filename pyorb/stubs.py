@@ -45,6 +45,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from pyorb.client.proxy import ami_name
 from pyorb.idl import omniidl_command
 
 Model = dict[str, Any]
@@ -329,16 +330,18 @@ class CompanionStub(Stub):
             reply = self.reply_type(op, self.ann)
             lines.append(f"    def {op['name']}(self, {args}{tail}) -> asyncio.Future[{reply}]: ...")
             if not op["oneway"]:
-                lines.append(f"    def sendc_{op['name']}(self, handler: AMI_{name}Handler, {args}{tail}) -> None: ...")
-                lines.append(f"    def sendp_{op['name']}(self, {args}{tail}) -> Poller[{reply}]: ...")
+                ami = ami_name(op["name"])
+                lines.append(f"    def sendc_{ami}(self, handler: AMI_{name}Handler, {args}{tail}) -> None: ...")
+                lines.append(f"    def sendp_{ami}(self, {args}{tail}) -> Poller[{reply}]: ...")
         return lines + [""]
 
     def ami_handler(self, d: Model) -> list[str]:
         lines = [f"class AMI_{d['name']}Handler(Protocol):", '    """What a sendc_ call\'s handler implements."""']
         for op in d["all_ops"]:
             if not op["oneway"]:
-                lines.append(f"    def {op['name']}(self{self.values(op, self.ann)}) -> None: ...")
-                lines.append(f"    def {op['name']}_excep(self, excep_holder: ExceptionHolder, /) -> None: ...")
+                ami = ami_name(op["name"])
+                lines.append(f"    def {ami}(self{self.values(op, self.ann)}) -> None: ...")
+                lines.append(f"    def {ami}_excep(self, excep_holder: ExceptionHolder, /) -> None: ...")
         return lines + [""]
 
     def values(self, op: Model, ann: Annotate) -> str:

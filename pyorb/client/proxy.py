@@ -116,6 +116,24 @@ class Poller(Generic[T]):
         return self._future.__await__()
 
 
+def ami_name(operation: str) -> str:
+    """The name an operation has in AMI: ``sendc_<it>``, ``sendp_<it>`` and the
+    reply handler's ``<it>`` / ``<it>_excep``.  An attribute's accessors
+    ``_get_x`` / ``_set_x`` become ``get_x`` / ``set_x`` (CORBA Messaging's
+    implied IDL, as omniidl and JacORB name them); other operations keep their name."""
+    if operation.startswith(("_get_", "_set_")):
+        return operation[1:]
+    return operation
+
+
+def _check_handler(handler: Any, name: str) -> None:
+    # A handler without the method its reply needs would lose the reply with
+    # only a log line: refuse the call instead, before anything is sent.
+    missing = [m for m in (name, name + "_excep") if not callable(getattr(handler, m, None))]
+    if missing:
+        raise TypeError(f"AMI reply handler {type(handler).__name__} has no method {' or '.join(missing)}")
+
+
 def _deliver_to_handler(handler: Any, name: str) -> Callable[[asyncio.Future[Any]], None]:
     def done(fut: asyncio.Future[Any]) -> None:
         if fut.cancelled():
@@ -137,20 +155,23 @@ def _deliver_to_handler(handler: Any, name: str) -> Callable[[asyncio.Future[Any
 
 
 def _make_methods(op: Operation, attr: str) -> dict[str, Any]:
+    ami = ami_name(attr)
+
     def call(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         return self._invoke(op, args, timeout)
 
     def sendc(self: ObjectRef, handler: Any, *args: Any, timeout: Any = _DEFAULT) -> None:
-        self._invoke(op, args, timeout).add_done_callback(_deliver_to_handler(handler, attr))
+        _check_handler(handler, ami)
+        self._invoke(op, args, timeout).add_done_callback(_deliver_to_handler(handler, ami))
 
     def sendp(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> Poller[Any]:
         return Poller(self._invoke(op, args, timeout))
 
     call.__name__ = attr
     call.__doc__ = f"Invoke ``{op.name}``; returns an awaitable of its result."
-    sendc.__name__ = "sendc_" + attr
-    sendp.__name__ = "sendp_" + attr
-    return {attr: call, "sendc_" + attr: sendc, "sendp_" + attr: sendp}
+    sendc.__name__ = "sendc_" + ami
+    sendp.__name__ = "sendp_" + ami
+    return {attr: call, "sendc_" + ami: sendc, "sendp_" + ami: sendp}
 
 
 _proxy_classes: dict[type | None, type[ObjectRef]] = {None: ObjectRef}
