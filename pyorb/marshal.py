@@ -280,6 +280,28 @@ class Operation:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_MAYBE)
         return value
 
+    def arity_error(self, given: int) -> TypeError:
+        """What calling with ``given`` arguments raises (worded as omniORBpy's, with the name)."""
+        need = self.args.count
+        return TypeError(f"Operation '{self.name}' requires {need} argument{'s' * (need != 1)}; {given} given")
+
+    def argument_error(self, values: tuple[Any, ...], exc: CORBA.SystemException) -> CORBA.SystemException:
+        """``exc`` (from packing ``values``) naming this operation and the parameter
+        that did not marshal, with omniORB's minor code; the slow path of a failed call."""
+        if len(values) != self.args.count:
+            return CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_NO, str(self.arity_error(len(values))))
+        for i, (desc, value) in enumerate(zip(self.args._descs, values), 1):
+            try:
+                _marshal(desc, to_omni(desc, value), True)
+            except CORBA.SystemException as one:
+                info = getattr(one, "_info", None)
+                why = info[0] if isinstance(info, list) and info else type(one).__name__
+                return type(one)(one.minor, CORBA.COMPLETED_NO, f"Operation '{self.name}' parameter {i}: {why}")
+            except Exception as one:  # not a CORBA error: a value omniORB cannot take at all
+                return CORBA.BAD_PARAM(omniORB.BAD_PARAM_WrongPythonType, CORBA.COMPLETED_NO,
+                                       f"Operation '{self.name}' parameter {i}: {one}")
+        return exc
+
     def pack_user_exception(self, exc: CORBA.UserException, align: int, le: bool) -> bytes:
         codec = self._exception_codec(getattr(exc, "_NP_RepositoryId", ""))
         if codec is None:

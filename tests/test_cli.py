@@ -228,7 +228,7 @@ def test_ior_json_of_a_corbaloc_url() -> None:
     ("http://example.com/", "not an object reference"),
     ("corbaloc::127.0.0.1:99999/K", "out of range"),
     ("@/no/such/file", "No such file"),
-    ("corbaname::127.0.0.1:1#a/b", "CORBA.TRANSIENT (minor 0, completed NO): cannot resolve"),
+    ("corbaname::127.0.0.1:1#a/b", "CORBA.TRANSIENT (minor TRANSIENT_ConnectFailed, completed NO): cannot resolve"),
 ])
 def test_ior_bad_references(ref: str, message: str) -> None:
     assert message in one_line_error(pyorb("ior", ref))
@@ -272,7 +272,7 @@ def test_call_corbaloc_needs_an_interface(quoter: ServerProcess) -> None:
 def test_call_unreachable_reference_is_transient() -> None:
     ref = build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", 1, b"Quoter").to_string()
     line = one_line_error(pyorb("call", ref, "get_quote", "A", "--idl", str(STOCK_IDL)))
-    assert line == "error: CORBA.TRANSIENT (minor 0, completed NO): cannot reach 127.0.0.1:1"
+    assert line == "error: CORBA.TRANSIENT (minor TRANSIENT_ConnectFailed, completed NO): cannot reach 127.0.0.1:1"
 
 
 def test_call_unknown_object_key(quoter: ServerProcess) -> None:

@@ -9,12 +9,14 @@ error at the call, before anything is sent.
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
 import pytest_asyncio
+import omniORB
 from omniORB import CORBA
 
 import pyorb
@@ -121,3 +123,67 @@ async def test_a_handler_missing_a_method_is_an_error_at_the_call(served: tuple[
         account.sendc_add(Nothing(), 1, 2)
     await account.add(1, 1)  # a round trip after the refused calls: had they been sent, they came first
     assert servant.calls == 1
+
+
+# -- item 9: argument and connection errors as clear as omniORBpy's ------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_wrong_argument_count_is_a_type_error_at_the_call(served: tuple[Account, Any]) -> None:
+    servant, account = served
+    message = "Operation 'add' requires 2 arguments; 3 given"
+    with pytest.raises(TypeError, match=message):
+        account.add(1, 2, 3)  # raised here, not when awaited
+    with pytest.raises(TypeError, match=message):
+        account.sendp_add(1, 2, 3)
+    with pytest.raises(TypeError, match="requires 2 arguments; 1 given"):
+        account.sendc_add(Handler(), 1)
+    assert await account.add(1, 2) == 3
+    assert servant.calls == 1
+
+
+@pytest.mark.asyncio
+async def test_a_wrong_type_names_the_operation_and_parameter(served: tuple[Account, Any]) -> None:
+    _, account = served
+    with pytest.raises(CORBA.BAD_PARAM) as caught:
+        await account.add(1, "two")
+    exc = caught.value
+    assert exc.minor == omniORB.BAD_PARAM_WrongPythonType
+    assert "Operation 'add' parameter 2: Expecting long" in repr(exc)
+    assert "member" not in repr(exc)  # no internal struct member names
+
+
+def test_blocking_client_argument_errors(pyorb_server: Any) -> None:
+    served = pyorb_server(Account)
+    with pyorb.BlockingClient() as client:
+        account = client.resolve(served.ior, ClientApi.Account)
+        with pytest.raises(TypeError, match="Operation 'add' requires 2 arguments; 0 given"):
+            account.add()
+        with pytest.raises(CORBA.BAD_PARAM) as caught:
+            account.add("one", 2)
+        assert caught.value.minor == omniORB.BAD_PARAM_WrongPythonType
+        assert "Operation 'add' parameter 1" in repr(caught.value)
+        assert account.add(2, 2) == 4
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends: nothing listens there
+
+
+@pytest.mark.asyncio
+async def test_unreachable_server_is_transient_connect_failed_with_the_endpoint() -> None:
+    port = closed_port()
+    async with pyorb.Client() as client:
+        account = client.resolve(f"corbaloc::127.0.0.1:{port}/Account", ClientApi.Account)
+        with pytest.raises(CORBA.TRANSIENT) as caught:
+            await account.add(1, 2)
+    assert caught.value.minor == omniORB.TRANSIENT_ConnectFailed
+    assert f"cannot connect to 127.0.0.1:{port}" in repr(caught.value)
+    with pyorb.BlockingClient() as blocking:
+        with pytest.raises(CORBA.TRANSIENT) as caught:
+            blocking.resolve(f"corbaloc::127.0.0.1:{port}/Account", ClientApi.Account).add(1, 2)
+    assert caught.value.minor == omniORB.TRANSIENT_ConnectFailed
+    assert f"cannot connect to 127.0.0.1:{port}" in repr(caught.value)
+

@@ -339,7 +339,18 @@ def describe_system_exception(exc: CORBA.SystemException, op: OpInfo, ior: IOR, 
 
 
 def system_exception_line(exc: CORBA.SystemException) -> str:
-    """``CORBA.TRANSIENT (minor 0, completed NO)``."""
+    """``CORBA.TRANSIENT (minor TRANSIENT_ConnectFailed, completed NO)``: omniORB's
+    name for a minor code it defines, else the number (vendor codes in hex)."""
     completed = str(exc.completed).removeprefix("COMPLETED_")
-    minor = f"0x{exc.minor:08x}" if exc.minor > 0xFFFF else str(exc.minor)  # vendor minor codes read in hex
+    minor = minor_name(type(exc).__name__, exc.minor)
     return f"CORBA.{type(exc).__name__} (minor {minor}, completed {completed})"
+
+
+def minor_name(exception: str, minor: int) -> str:
+    """omniORB's name of ``minor`` for ``exception`` (``TRANSIENT_ConnectFailed``), or the number."""
+    import omniORB
+
+    for name, value in vars(omniORB).items():
+        if value == minor and name.startswith(exception + "_") and isinstance(value, int) and minor > 0xFFFF:
+            return str(name)
+    return f"0x{minor:08x}" if minor > 0xFFFF else str(minor)

@@ -30,6 +30,7 @@ from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.client.calls import (
+    connect_failure,
     LocationForward,
     Reference,
     RequestWriter,
@@ -91,7 +92,7 @@ class BlockingConnection:
             sock = socket.create_connection(endpoint, timeout=timeout)
         except OSError as exc:
             log.debug("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
-            raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO) from None
+            raise connect_failure(endpoint, "no answer in time" if isinstance(exc, socket.timeout) else exc) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock, config)
 
@@ -378,7 +379,11 @@ class BlockingRef(Reference):
 
 
 def _blocking_method(attr: str, op: Operation) -> Callable[..., Any]:
+    nargs = op.args.count
+
     def call(self: BlockingRef, *args: Any, timeout: Any = _DEFAULT) -> Any:
+        if len(args) != nargs:
+            raise op.arity_error(len(args))
         return self._invoke(op, args, timeout)
 
     call.__name__ = attr

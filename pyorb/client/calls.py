@@ -11,6 +11,7 @@ import keyword
 import logging
 from typing import Any, Callable, NamedTuple
 
+import omniORB
 from omniORB import CORBA
 
 from pyorb import cdrscan, marshal
@@ -72,14 +73,20 @@ class RequestWriter:
             contexts = _CODE_SETS
         flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
         if version == GIOP_1_2:
-            body = op.args.pack(args, 0, le)
+            try:
+                body = op.args.pack(args, 0, le)
+            except CORBA.SystemException as exc:
+                raise op.argument_error(args, exc) from None
             if contexts:
                 data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
             else:  # the common case, without building a Request object
                 data = codec.encode_request_12(rid, flags, object_key, op.name, body, le)
         else:
             probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
-            body = op.args.pack(args, codec.body_offset(probe), le)
+            try:
+                body = op.args.pack(args, codec.body_offset(probe), le)
+            except CORBA.SystemException as exc:
+                raise op.argument_error(args, exc) from None
             data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         if len(data) > self.max_message_size:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
@@ -90,6 +97,16 @@ class RequestWriter:
     def cancel(self, request_id: int) -> bytes:
         """A CancelRequest for ``request_id``."""
         return codec.encode(CancelRequest(request_id, little_endian=self.little_endian))
+
+
+def connect_failure(endpoint: tuple[str, int], reason: BaseException | str) -> CORBA.SystemException:
+    """TRANSIENT for an endpoint that refused or did not answer: omniORB's minor
+    code (TRANSIENT_ConnectFailed) and the host and port in the message."""
+    host, port = endpoint
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if isinstance(reason, BaseException):
+        reason = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
+    return CORBA.TRANSIENT(omniORB.TRANSIENT_ConnectFailed, CORBA.COMPLETED_NO, f"cannot connect to {where}: {reason}")
 
 
 class LocationForward(Exception):

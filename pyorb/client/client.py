@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from types import TracebackType
 from typing import Any, Callable, TypeVar, overload
 
 from omniORB import CORBA
 
-from pyorb.client.calls import Endpoint, Route, reference_ior, route_for
+from pyorb.client.calls import Endpoint, Route, connect_failure, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import CallFuture, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
@@ -129,7 +130,7 @@ class Client:
                 continue
             if conn is None:
                 assert failure is not None
-                inv.fail(type(failure)(failure.minor, failure.completed))
+                inv.fail(copy.copy(failure))  # one exception object per call, message and all
             else:
                 conn.start(inv, route.key, route.version)
 
@@ -168,7 +169,8 @@ class Client:
             )
         except (OSError, asyncio.TimeoutError) as exc:
             log.info("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
-            raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO) from None
+            reason = "no answer in time" if isinstance(exc, asyncio.TimeoutError) else exc
+            raise connect_failure(endpoint, reason) from None
         self._conns[endpoint] = conn
         return conn
 

@@ -156,15 +156,22 @@ def _deliver_to_handler(handler: Any, name: str) -> Callable[[asyncio.Future[Any
 
 def _make_methods(op: Operation, attr: str) -> dict[str, Any]:
     ami = ami_name(attr)
+    nargs = op.args.count  # a wrong count is a TypeError at the call, as in omniORBpy, not at the await
 
     def call(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+        if len(args) != nargs:
+            raise op.arity_error(len(args))
         return self._invoke(op, args, timeout)
 
     def sendc(self: ObjectRef, handler: Any, *args: Any, timeout: Any = _DEFAULT) -> None:
+        if len(args) != nargs:
+            raise op.arity_error(len(args))
         _check_handler(handler, ami)
         self._invoke(op, args, timeout).add_done_callback(_deliver_to_handler(handler, ami))
 
     def sendp(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> Poller[Any]:
+        if len(args) != nargs:
+            raise op.arity_error(len(args))
         return Poller(self._invoke(op, args, timeout))
 
     call.__name__ = attr
