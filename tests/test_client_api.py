@@ -187,3 +187,66 @@ async def test_unreachable_server_is_transient_connect_failed_with_the_endpoint(
     assert caught.value.minor == omniORB.TRANSIENT_ConnectFailed
     assert f"cannot connect to 127.0.0.1:{port}" in repr(caught.value)
 
+
+
+# -- item 7: every address of a reference, in order ----------------------------------------
+
+Interop = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop
+
+
+@pytest.fixture(scope="module")
+def omni_types() -> Any:
+    """A real omniORBpy server of Interop::Types."""
+    from pyorb.testkit import ServerProcess
+
+    server = ServerProcess([sys.executable, str(ROOT / "tests" / "peers" / "omni_server.py")], lines=1)
+    yield server
+    server.stop()
+
+
+def dead_first(ior: str, how: str) -> str:
+    """``ior`` with an unreachable address first: an extra first profile, or the
+    profile's own address moved to a TAG_ALTERNATE_IIOP_ADDRESS component."""
+    from pyorb.giop.ior import IOR, IIOPProfile, alternate_address_component
+
+    real = IOR.from_string(ior)
+    live = real.iiop
+    assert live is not None
+    dead_port = closed_port()
+    if how == "second profile":
+        dead = IIOPProfile(live.version, "127.0.0.1", dead_port, live.object_key, live.components)
+        profiles = (dead, *real.profiles)
+    else:
+        alt = alternate_address_component(live.host, live.port)
+        moved = IIOPProfile(live.version, "127.0.0.1", dead_port, live.object_key, (*live.components, alt))
+        profiles = tuple(moved if p is live else p for p in real.profiles)
+    return IOR(real.type_id, profiles).to_string()
+
+
+@pytest.mark.parametrize("how", ["second profile", "alternate address"])
+@pytest.mark.asyncio
+async def test_the_async_client_tries_each_address_in_order(omni_types: Any, how: str) -> None:
+    ior = dead_first(omni_types.ior, how)
+    async with pyorb.Client() as client:
+        types = client.resolve(ior, Interop.Types)
+        assert await types.echo_long(41) == 41
+        assert list(await asyncio.gather(*(types.echo_long(i) for i in range(20)))) == list(range(20))
+
+
+@pytest.mark.parametrize("how", ["second profile", "alternate address"])
+def test_the_blocking_client_tries_each_address_in_order(omni_types: Any, how: str) -> None:
+    with pyorb.BlockingClient() as client:
+        assert client.resolve(dead_first(omni_types.ior, how), Interop.Types).echo_long(7) == 7
+
+
+@pytest.mark.asyncio
+async def test_when_no_address_answers_the_error_names_the_last_one_tried() -> None:
+    from pyorb.giop.ior import IOR, IIOPProfile
+
+    ports = [closed_port(), closed_port()]
+    ior = IOR("IDL:Interop/Types:1.0", tuple(IIOPProfile((1, 2), "127.0.0.1", p, b"k") for p in ports)).to_string()
+    async with pyorb.Client() as client:
+        with pytest.raises(CORBA.TRANSIENT) as caught:
+            await client.resolve(ior, Interop.Types).echo_long(1)
+    assert caught.value.minor == omniORB.TRANSIENT_ConnectFailed
+    assert f"127.0.0.1:{ports[-1]}" in repr(caught.value)

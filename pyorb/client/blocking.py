@@ -288,14 +288,25 @@ class BlockingClient:
 
     def _request(self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None) -> Reply | None:
         for _attempt in range(2):
-            conn = self._connection(route.endpoint, deadline)
+            conn, reached = self._reachable(route, deadline)
             try:
-                return conn.call(op, args, route.key, route.version, deadline)
+                return conn.call(op, args, reached.key, reached.version, deadline)
             except StaleConnection:
                 pass  # another caller lost it while we waited: safe to use a new one
         raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)
 
     # -- connections -----------------------------------------------------------
+    def _reachable(self, route: Route, deadline: float | None) -> tuple[BlockingConnection, Route]:
+        """A connection to the first of the route's addresses that answers, and that address's route."""
+        while True:
+            try:
+                return self._connection(route.endpoint, deadline), route
+            except CORBA.TRANSIENT:
+                fallback = route.next()
+                if fallback is None:
+                    raise
+                route = fallback
+
     def _connection(self, endpoint: Endpoint, deadline: float | None) -> BlockingConnection:
         with self._lock:
             if self._closed:

@@ -19,7 +19,7 @@ from pyorb.config import Config
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import CS_UTF8, CS_UTF16, IOR, code_sets_context, parse_reference
+from pyorb.giop.ior import CS_UTF8, CS_UTF16, IOR, IIOPProfile, code_sets_context, parse_reference
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_2,
@@ -222,19 +222,39 @@ Endpoint = tuple[str, int]
 
 
 class Route(NamedTuple):
-    """Where calls to one object go."""
+    """Where calls to one object go, and where else to try if that endpoint
+    cannot be reached (``fallbacks``, in order)."""
 
     endpoint: Endpoint
     key: bytes
     version: Version
+    fallbacks: tuple[Route, ...] = ()
+
+    def next(self) -> Route | None:
+        """The route to try once this one's endpoint refused or did not answer."""
+        if not self.fallbacks:
+            return None
+        first, *rest = self.fallbacks
+        return first._replace(fallbacks=tuple(rest))
 
 
 def route_for(target: IOR, highest: Version) -> Route | None:
     """The endpoint, object key and GIOP version for calls to ``target``
     (None without an IIOP profile); the version is the lowest of the
-    profile's, ``highest`` and 1.2."""
-    profile = target.iiop
-    if profile is None:
+    profile's, ``highest`` and 1.2.
+
+    Every IIOP profile is an address of the object, and so is each of a
+    profile's TAG_ALTERNATE_IIOP_ADDRESS components: the first profile's own
+    address comes first, the others are the fallbacks in the IOR's order."""
+    routes: list[Route] = []
+    for profile in target.profiles:
+        if not isinstance(profile, IIOPProfile):
+            continue
+        version: Version = min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[assignment]
+        for endpoint in ((profile.host, profile.port), *profile.alternate_addresses):
+            route = Route(endpoint, profile.object_key, version)
+            if route not in routes:
+                routes.append(route)
+    if not routes:
         return None
-    version: Version = min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[assignment]
-    return Route((profile.host, profile.port), profile.object_key, version)
+    return routes[0]._replace(fallbacks=tuple(routes[1:]))

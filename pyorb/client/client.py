@@ -128,11 +128,15 @@ class Client:
         for inv, route in self._queued.pop(endpoint, ()):
             if inv.future.done():  # timed out or cancelled while waiting
                 continue
-            if conn is None:
-                assert failure is not None
-                inv.fail(copy.copy(failure))  # one exception object per call, message and all
-            else:
+            if conn is not None:
                 conn.start(inv, route.key, route.version)
+                continue
+            assert failure is not None
+            fallback = route.next()
+            if fallback is not None:  # the object's next address, as the IOR lists them
+                self._send(inv, fallback)
+            else:
+                inv.fail(copy.copy(failure))  # one exception object per call, message and all
 
     def _retarget(self, inv: Invocation, target: IOR) -> None:
         if inv.forwards > self.config.max_forwards:
