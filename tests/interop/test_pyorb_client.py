@@ -116,6 +116,12 @@ def test_ami_callback_and_poller(omni_servers: dict[str, OmniServer], loop_threa
         def directions(self, result: int, b: int, doubled: int) -> None:
             self.got.append((result, b, doubled))
 
+        def directions_excep(self, holder: Any) -> None:
+            self.got.append(("unexpected", holder.exception))
+
+        def raise_failure(self) -> None:
+            self.got.append(("unexpected", None))
+
         def raise_failure_excep(self, holder: Any) -> None:
             try:
                 holder.raise_exception()
