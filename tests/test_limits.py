@@ -404,3 +404,69 @@ async def test_close_connection_before_the_reply_is_retried_once(closes: int) ->
     finally:
         server.close()
         await server.wait_closed()
+
+
+# -- issue #12 item 8: deadline timers, races with the deadline, CancelRequest of queued calls --
+
+
+@pytest.mark.asyncio
+async def test_a_reply_in_time_releases_the_call_and_a_racing_reply_is_quiet(
+    serve: Any, clients: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import gc
+    import weakref
+
+    from pyorb.server.dispatch import Call
+
+    class Racer(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+        def work(self, token: int) -> int:
+            time.sleep(0.02)  # as long as the deadline: replies race it
+            return token
+
+    running = serve(strategy="thread_pool(4)")
+    ref = running.activate(Racer(), "racer", deadlines={"work": 0.02})
+    fast = running.activate(Racer(), "fast", deadlines={"work": 30.0})
+    (client,) = clients(1)
+    racer = client.resolve(ref, Bench.Sink)
+    outcomes = await asyncio.gather(*(racer.work(i, timeout=5) for i in range(200)), return_exceptions=True)
+    assert all(o == i or isinstance(o, CORBA.TIMEOUT) for i, o in enumerate(outcomes)), outcomes
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.text
+    assert "BAD_INV_ORDER" not in caplog.text
+
+    # A call answered long before its 30 s deadline is not kept alive by the deadline's timer.
+    assert await client.resolve(fast, Bench.Sink).work(1) == 1
+    await asyncio.sleep(0.1)
+    gc.collect()
+    live = [weakref.ref(o) for o in gc.get_objects() if isinstance(o, Call) and o.entry.op.name == "work"
+            and o.timer is not None]
+    assert live == []
+
+
+@pytest.mark.asyncio
+async def test_cancel_request_drops_calls_still_queued_for_a_pool(serve: Any, clients: Any) -> None:
+    release = threading.Event()
+    ran: list[int] = []
+
+    class Blocker(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+        def work(self, token: int) -> int:
+            ran.append(token)
+            release.wait(10)
+            return token
+
+    running = serve(strategy="thread_pool(1)")
+    ref = running.activate(Blocker(), "blocker")
+    (client,) = clients(1)
+    sink = client.resolve(ref, Bench.Sink)
+    first = sink.work(0)
+    await until(lambda: ran == [0], timeout=5)
+    queued = [sink.work(i, timeout=0.2) for i in range(1, 6)]  # wait behind the first; time out: CancelRequest
+    for call in queued:
+        with pytest.raises(CORBA.TIMEOUT):
+            await call
+    await asyncio.sleep(0.1)  # the CancelRequests reach the server
+    release.set()
+    assert await first == 0
+    assert await sink.work(9, timeout=5) == 9
+    assert ran == [0, 9]  # the cancelled calls never ran
+    (op,) = running.server.stats().operations
+    assert op.in_flight == 0 and op.dropped == 5

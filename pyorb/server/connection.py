@@ -50,7 +50,7 @@ def _ior_body(target: IOR, le: bool, align: int) -> bytes:
 class ServerConnection(GIOPProtocol):
     """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
 
-    __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "max_message_size", "in_flight",
+    __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "waiting", "max_message_size", "in_flight",
                  "draining", "_refuse", "_version")
 
     def __init__(
@@ -70,6 +70,7 @@ class ServerConnection(GIOPProtocol):
         self.load = load
         self.inbox = inbox
         self.tasks: dict[int, asyncio.Task[None]] | None = None  # made for the first call run as a task
+        self.waiting: dict[int, Call] | None = None  # calls on threads or AMH handlers, for CancelRequest
         self.max_message_size = config.max_message_size
         self.in_flight = 0  # counted by load, on the loop thread
         self.draining = False
@@ -131,7 +132,7 @@ class ServerConnection(GIOPProtocol):
         if self.in_flight >= load.max_per_connection or load.total >= load.max_total:
             load.full(self)
         if route.deadline is not None:
-            self.loop.call_later(route.deadline, call.expire)
+            call.timer = self.loop.call_later(route.deadline, call.expire)
         task = route.strategy.dispatch(call)
         if task is not None and req.response_expected:
             rid = req.request_id
@@ -139,6 +140,12 @@ class ServerConnection(GIOPProtocol):
                 self.tasks = {}
             self.tasks[rid] = task
             task.add_done_callback(functools.partial(self._task_done, call))
+        elif task is None and req.response_expected and not call.done:
+            # Queued for a thread, running on one, or an AMH request pending:
+            # a CancelRequest must reach it too.
+            if self.waiting is None:
+                self.waiting = {}
+            self.waiting[req.request_id] = call
 
     def _task_done(self, call: Call, task: asyncio.Task[None]) -> None:
         if self.tasks is not None:
@@ -205,6 +212,11 @@ class ServerConnection(GIOPProtocol):
         task = self.tasks.pop(request_id, None) if self.tasks is not None else None
         if task is not None:
             task.cancel()
+            return
+        call = self.waiting.pop(request_id, None) if self.waiting is not None else None
+        if call is not None:
+            # Not started yet: it never runs.  Started: its reply is dropped.
+            call.cancelled()
 
     # -- flow control ----------------------------------------------------------
     # A client that sends requests but does not read the replies fills our
@@ -219,8 +231,11 @@ class ServerConnection(GIOPProtocol):
         self.reading.release("peer not reading")
 
     # -- lifecycle -----------------------------------------------------------
-    def request_finished(self) -> None:
+    def request_finished(self, request_id: int) -> None:
         # ServerLoad.finished, inline: this runs for every request.
+        waiting = self.waiting
+        if waiting is not None:
+            waiting.pop(request_id, None)
         self.in_flight -= 1
         load = self.load
         load.total -= 1

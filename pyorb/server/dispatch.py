@@ -16,7 +16,7 @@ from typing import Any, Coroutine, Hashable, Protocol
 from omniORB import CORBA
 
 from pyorb.giop.messages import Version
-from pyorb.server.reply import Channel, ReplySink
+from pyorb.server.reply import _TAKE, Channel, ReplySink
 from pyorb.server.servant import OpEntry, ResponseHandler, Style
 from pyorb.server.stats import Gauges, Recorder
 
@@ -31,7 +31,7 @@ class Call(ReplySink):
     of its operation under its strategy.
     """
 
-    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at", "coro")
+    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at", "coro", "timer")
     coro: Coroutine[Any, Any, Any]  # set only when it runs as a task on the loop
 
     def __init__(
@@ -61,6 +61,7 @@ class Call(ReplySink):
         self.args = args
         self.connection: Hashable = channel  # type: ignore[assignment]  # connections hash by identity
         self.stats = stats
+        self.timer: asyncio.TimerHandle | None = None  # the deadline's, cancelled when the call settles
         self.queued_at = self.started_at = perf_counter()
         stats.started += 1  # loop thread only
 
@@ -69,9 +70,12 @@ class Call(ReplySink):
         self.started_at = perf_counter()
 
     def cancelled(self) -> None:
-        """The client cancelled the request, or it was never run: no reply (any thread)."""
-        if not self.done:
-            self.done = True
+        """The client cancelled the request, or it was never run: no reply (any thread).
+        Servant code that still replies later (it had started) is dropped quietly."""
+        with _TAKE:
+            taken = not self.done
+            self.done = self.expired = True
+        if taken:
             self._finished(False)
             self._settle()
         self._undelivered()
@@ -85,22 +89,30 @@ class Call(ReplySink):
         self.cancelled()
 
     def _finished(self, failed: bool) -> None:
-        # Recorder.finish, inline: this runs for every request.
+        # Recorder.finish, inline: this runs for every request, from any
+        # thread: worker threads update one recorder at once (free-threaded
+        # CPython interleaves even under the GIL's successor), so under its lock.
         started = self.started_at
         wait, service = started - self.queued_at, perf_counter() - started
         stats = self.stats
-        stats.served += 1
-        stats.wait_total += wait
-        stats.service_total += service
-        if failed:
-            stats.failed += 1
-        stats.samples.append((wait, service))
+        with stats.lock:
+            stats.served += 1
+            stats.wait_total += wait
+            stats.service_total += service
+            if failed:
+                stats.failed += 1
+            stats.samples.append((wait, service))
 
     def _settled(self) -> None:
-        self.channel.request_finished()
+        timer = self.timer
+        if timer is not None:  # the reply beat the deadline: nothing keeps the call alive
+            timer.cancel()
+            self.timer = None
+        self.channel.request_finished(self.request_id)
 
     def _undelivered(self) -> None:
-        self.stats.dropped += 1
+        with self.stats.lock:
+            self.stats.dropped += 1
 
 
 class Strategy(Protocol):
@@ -130,8 +142,9 @@ def _fail(call: Call, exc: BaseException) -> None:
         log.error("servant %s.%s raised an undeclared exception; the client gets CORBA.UNKNOWN",
                   type(call.servant).__name__, call.entry.op.name, exc_info=exc)
     if call.done:
-        log.error("servant %s.%s raised after it had replied", type(call.servant).__name__, call.entry.op.name,
-                  exc_info=exc)
+        if not call.expired:  # after its deadline the outcome is dropped quietly (the client has TIMEOUT)
+            log.error("servant %s.%s raised after it had replied", type(call.servant).__name__, call.entry.op.name,
+                      exc_info=exc)
         return
     call.exception(exc)
 
@@ -148,6 +161,8 @@ def run_sync(call: Call) -> None:
 
 def run_blocking(call: Call) -> None:
     """Run a call's synchronous servant code (plain or AMH) in the current thread."""
+    if call.done:  # cancelled (CancelRequest) while it waited for a thread: never run
+        return
     call.begin()
     if call.entry.style is Style.AMH:
         coro = start_amh(call)

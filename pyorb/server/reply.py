@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from threading import get_ident
+from threading import Lock, get_ident
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from omniORB import CORBA
@@ -69,8 +69,8 @@ class Channel(Protocol):
 
     def send(self, data: bytes) -> bool: ...
 
-    def request_finished(self) -> None:
-        """One of the connection's requests is over (loop thread)."""
+    def request_finished(self, request_id: int) -> None:
+        """Request ``request_id`` of the connection is over (loop thread)."""
 
 
 def encode_reply(
@@ -83,6 +83,10 @@ def encode_reply(
         probe = Reply(request_id, status, b"", version=version, little_endian=le)
         body = pack(codec.body_offset(probe))
     return codec.encode(Reply(request_id, status, body, version=version, little_endian=le))
+
+
+# One lock for every sink's outcome: held for a test-and-set only, so sharing it costs nothing.
+_TAKE = Lock()
 
 
 class ReplySink:
@@ -115,19 +119,32 @@ class ReplySink:
         self.on_sent: Callable[[], None] | None = None
         self.expired = False
 
-    def claim(self) -> None:
-        """Mark the sink used; a second use is BAD_INV_ORDER for the caller."""
-        if self.done:
-            raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
-        self.done = True
+    def _take(self) -> bool:
+        """Make this the one outcome (False: one was taken already).  Atomic:
+        a worker's reply and the deadline's TIMEOUT may race from two threads."""
+        with _TAKE:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+    def _late(self) -> bool:
+        """After a failed _take: True for a reply that lost to the deadline (dropped
+        quietly: the client has had TIMEOUT); else a second reply, BAD_INV_ORDER."""
+        if self.expired:
+            log.debug("late outcome of %s request %d discarded", self.op.name, self.request_id)
+            return True
+        raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+
+    def claim(self) -> bool:
+        """Mark the sink used: False if the deadline passed first (nothing to
+        send); a second use is BAD_INV_ORDER for the caller."""
+        return self._take() or not self._late()
 
     def result(self, value: Any) -> None:
-        if self.done:
-            if self.expired:  # past its deadline: the client has had TIMEOUT
-                log.debug("late reply to %s request %d discarded", self.op.name, self.request_id)
-                return
-            raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
-        self.done = True
+        if not self._take():
+            self._late()
+            return
         if not self.response_expected:
             self._finished(False)
             self._settle()
@@ -155,10 +172,8 @@ class ReplySink:
 
     def exception(self, exc: BaseException) -> None:
         """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
-        if self.expired:
-            log.debug("late exception for %s request %d discarded", self.op.name, self.request_id)
+        if not self.claim():
             return
-        self.claim()
         declared = isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions
         self._finished(not declared)
         if self.response_expected:
@@ -199,9 +214,15 @@ class ReplySink:
 
     def expire(self) -> None:
         """The request's deadline passed: the client gets TIMEOUT; a later reply is discarded."""
-        if not self.done:
-            self.exception(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE))
-            self.expired = True
+        with _TAKE:
+            if self.done:
+                return
+            self.done = self.expired = True  # together: a racing reply sees both or neither
+        self._finished(True)
+        if self.response_expected:
+            self._deliver(self._system_bytes(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE)))
+        else:
+            self._settle()
 
     def _deliver(self, data: bytes) -> None:
         channel = self.channel
