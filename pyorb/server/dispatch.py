@@ -90,8 +90,8 @@ class Call(ReplySink):
 
     def _finished(self, failed: bool) -> None:
         # Recorder.finish, inline: this runs for every request, from any
-        # thread: worker threads update one recorder at once (free-threaded
-        # CPython interleaves even under the GIL's successor), so under its lock.
+        # thread.  Worker threads may update one recorder at the same time and
+        # ``+=`` on an attribute is not atomic, hence the lock.
         started = self.started_at
         wait, service = started - self.queued_at, perf_counter() - started
         stats = self.stats

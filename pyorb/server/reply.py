@@ -85,7 +85,7 @@ def encode_reply(
     return codec.encode(Reply(request_id, status, body, version=version, little_endian=le))
 
 
-# One lock for every sink's outcome: held for a test-and-set only, so sharing it costs nothing.
+# One lock for every sink's outcome: it is held only for a test-and-set, so sharing it costs little.
 _TAKE = Lock()
 
 
