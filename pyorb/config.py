@@ -42,6 +42,14 @@ class Config:
     """Requests of one connection in servant code or queued; at the limit the server stops reading it."""
     max_requests: int = 100_000
     """Requests in servant code or queued across the server; at the limit it stops reading every connection until they drain."""
+    write_buffer_limit: int = 1 * MiB
+    """Output buffered for one connection beyond which the server stops reading its requests until it drains."""
+    write_timeout: float = 30.0
+    """Seconds a connection may leave output past ``write_buffer_limit`` unread before it is aborted."""
+    max_output_buffer: int = 256 * MiB
+    """Output buffered for peers that do not read, server-wide; beyond it the connection holding most is aborted."""
+    max_reassembly_buffer: int = 256 * MiB
+    """Bytes of unfinished fragment trains, server-wide; beyond it the connection holding most is dropped."""
     idle_timeout: float | None = 180.0
     """Seconds a server connection with nothing in flight may stay silent before CloseConnection (None: never)."""
     max_nesting_depth: int = 64
@@ -56,7 +64,7 @@ class Config:
             raise ValueError(f"max_message_size must be at least 1024 bytes, got {self.max_message_size}")
         if self.max_fragment_trains < 1:
             raise ValueError(f"max_fragment_trains must be at least 1, got {self.max_fragment_trains}")
-        for name in ("read_timeout", "connect_timeout"):
+        for name in ("read_timeout", "connect_timeout", "write_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.call_timeout is not None and self.call_timeout <= 0:
@@ -70,6 +78,9 @@ class Config:
             raise ValueError(f"idle_timeout must be positive or None, got {self.idle_timeout}")
         if self.max_forwards < 0:
             raise ValueError(f"max_forwards must not be negative, got {self.max_forwards}")
+        for name in ("write_buffer_limit", "max_output_buffer", "max_reassembly_buffer"):
+            if getattr(self, name) < 1024:
+                raise ValueError(f"{name} must be at least 1024 bytes, got {getattr(self, name)}")
         for name in ("max_nesting_depth", "max_typecode_size", "max_empty_elements"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

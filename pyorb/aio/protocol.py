@@ -5,6 +5,13 @@ more: parsing is the core's job, meaning is the subclass's.  Writes made
 while handling one batch of received data, or within one loop iteration,
 are joined into a single ``write`` so that pipelined calls cost one system
 call per batch instead of one per message.
+
+Fairness and memory are bounded here, where the bytes are: one connection
+handles at most :data:`BATCH` messages per event-loop turn (the rest wait
+for the other connections' turns, and reading pauses so that they wait in
+the kernel's buffer, not ours); output buffered for a peer that does not
+read pauses its reading and, after ``write_timeout``, aborts it; every
+fragment train is timed from its first fragment.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from pyorb.giop.messages import CLOSED, NEED_DATA, Message
 
 log = logging.getLogger(__name__)
 
+BATCH = 64
+"""Messages of one connection handled per event-loop turn before the other connections get theirs."""
+
 
 class GIOPProtocol(asyncio.Protocol):
     """Feeds an asyncio transport into a :class:`GIOPConnection`.
@@ -32,23 +42,32 @@ class GIOPProtocol(asyncio.Protocol):
     # Thousands of connections may be open at once: no per-instance dict, and
     # nothing made per connection that is not needed (the close future is made
     # only for a waiter, the peer address stays with the transport).
-    __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_flush_pending", "_read_timer",
-                 "_closing", "_lost", "_closed", "last_activity", "reading")
+    __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_out_bytes",
+                 "_flush_pending", "_read_timer", "_train_timer", "_write_timer", "_backlog", "write_paused",
+                 "reassembly_bytes", "_closing", "_lost", "_closed", "last_activity", "reading")
 
     def __init__(self, role: Role, config: Config) -> None:
         self.config = config
         self.value_bounds = config.value_bounds()  # checked on received bodies that can nest
+        self.loop = asyncio.get_running_loop()
         self.core = GIOPConnection(
             role,
             max_message_size=config.max_message_size,
             max_fragment_trains=config.max_fragment_trains,
+            clock=self.loop.time,
         )
         self.transport: asyncio.Transport | None = None
-        self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.get_ident()
         self._out: list[bytes] = []
+        self._out_bytes = 0  # in _out
         self._flush_pending = False
-        self._read_timer: asyncio.TimerHandle | None = None
+        self._read_timer: asyncio.TimerHandle | None = None  # a partly received message
+        self._train_timer: asyncio.TimerHandle | None = None  # the oldest unfinished fragment train
+        self._write_timer: asyncio.TimerHandle | None = None  # output the peer does not read
+        self._backlog = False  # a batch ended with messages left: the next turn is scheduled
+        self.write_paused = False
+        """The transport's buffer is past ``write_buffer_limit``: the peer is not reading."""
+        self.reassembly_bytes = 0  # the core's, as last reported to reassembly_changed
         self._closing = False
         self._lost = False  # connection_lost ran
         self._closed: asyncio.Future[None] | None = None  # made by wait_closed
@@ -67,6 +86,12 @@ class GIOPProtocol(asyncio.Protocol):
     def closed(self, exc: BaseException | None) -> None:
         """The connection is gone (peer EOF, error or local close)."""
 
+    def reassembly_changed(self, delta: int) -> None:
+        """Bytes held in unfinished fragment trains changed by ``delta`` (see :attr:`reassembly_bytes`)."""
+
+    def output_held(self) -> None:
+        """More output was queued while :attr:`write_paused`."""
+
     # -- asyncio.Protocol ----------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
@@ -78,28 +103,58 @@ class GIOPProtocol(asyncio.Protocol):
         self._process()
 
     def _process(self) -> None:
-        """Handle the complete messages the core holds, unless reading is held."""
+        """Handle up to :data:`BATCH` of the complete messages the core holds, unless reading is held."""
         core = self.core
         gate = self.reading
         self._flush_pending = True  # replies made while handling this batch go out together
-        progressed = False
+        handled = 0
         try:
             while not gate.closed:
+                if handled == BATCH:
+                    self._yield_turn()
+                    break
                 event = core.next_event()
                 if event is NEED_DATA or event is CLOSED:
                     break
-                progressed = True
+                handled += 1
                 self.message_received(event)  # type: ignore[arg-type]
+                if self._out_bytes >= self.config.write_buffer_limit:
+                    # Write now: a peer that does not read pauses us before
+                    # the rest of the batch adds to the buffer.
+                    self._flush()
+                    self._flush_pending = True
         except ProtocolError as exc:
             self._protocol_error(exc)
         finally:
             self._flush()
-        if progressed:
-            # The timeout bounds one message: a busy peer whose reads end
-            # mid-message is not stalled as long as its messages complete.
+        if core.reassembly_bytes != self.reassembly_bytes:
+            delta = core.reassembly_bytes - self.reassembly_bytes
+            self.reassembly_bytes = core.reassembly_bytes
+            self.reassembly_changed(delta)
+        if handled:
+            # The read timeout bounds one message: a busy peer whose reads
+            # end mid-message is not stalled as long as its messages complete.
             self._cancel_read_timer()
-        if core.in_progress or self._read_timer is not None:
+        if core.in_progress or self._read_timer is not None or self._train_timer is not None:
             self._watch_partial()
+
+    # A connection with more messages than one batch yields to the others:
+    # its next batch is a callback queued behind theirs, so connections are
+    # served round-robin whatever one of them sends.
+    def _yield_turn(self) -> None:
+        if not self._backlog:
+            self._backlog = True
+            if self.transport is not None and not self._closing:
+                self.transport.pause_reading()  # the rest waits in the kernel, not in our buffer
+            self.loop.call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._backlog = False
+        if self._closing:
+            return
+        self._process()
+        if not self._backlog and not self.reading.closed and self.transport is not None and not self._closing:
+            self.transport.resume_reading()
 
     # Messages already received stay in the core while reading is held.
     def _pause_reading(self) -> None:
@@ -108,7 +163,7 @@ class GIOPProtocol(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume_reading(self) -> None:
-        if self.transport is not None and not self._closing:
+        if self.transport is not None and not self._closing and not self._backlog:  # else the next turn resumes
             self.transport.resume_reading()
             self.loop.call_soon(self._process)
 
@@ -124,7 +179,15 @@ class GIOPProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._cancel_read_timer()
+        for timer in (self._train_timer, self._write_timer):
+            if timer is not None:
+                timer.cancel()
+        self._train_timer = self._write_timer = None
         self._out.clear()
+        self._out_bytes = 0
+        if self.reassembly_bytes:
+            delta, self.reassembly_bytes = -self.reassembly_bytes, 0
+            self.reassembly_changed(delta)
         self._lost = True
         try:
             self.closed(exc)
@@ -142,6 +205,7 @@ class GIOPProtocol(asyncio.Protocol):
         if self._closing:
             return False
         self._out.append(data)
+        self._out_bytes += len(data)
         if not self._flush_pending:
             self._flush_pending = True
             self.loop.call_soon(self._flush)
@@ -160,15 +224,50 @@ class GIOPProtocol(asyncio.Protocol):
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()  # the same list again: no new one per flush
+        self._out_bytes = 0
         self.transport.write(data)
+        if self.write_paused:
+            self.output_held()
+
+    # -- write backpressure ----------------------------------------------------
+    # asyncio calls these when the transport's buffer passes the high-water
+    # mark (write_buffer_limit) and when it drains below a quarter of it.
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.config.write_timeout, self._write_timed_out)
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self._write_timer is not None and not self._closing:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _write_timed_out(self) -> None:
+        self._write_timer = None
+        size = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        log.warning("aborting connection %s: it has not read %d bytes of output for %.0f s",
+                    self.peer, size, self.config.write_timeout)
+        self.abort()
 
     def close(self) -> None:
-        """Flush what is queued, then close the transport."""
+        """Flush what is queued, then close the transport.
+
+        A peer that does not read would hold the unsent output (and the
+        connection) forever: while writing is paused the connection is
+        aborted instead, and otherwise it gets ``write_timeout`` to take the
+        rest before it is.
+        """
         if self._closing or self.transport is None:
+            return
+        if self.write_paused:
+            self.abort()
             return
         self._flush()
         self._closing = True
         self.transport.close()
+        if self._write_timer is None and self.transport.get_write_buffer_size():
+            self._write_timer = self.loop.call_later(self.config.write_timeout, self._write_timed_out)
 
     async def wait_closed(self) -> None:
         """Return once the transport is gone (``connection_lost`` ran)."""
@@ -178,9 +277,27 @@ class GIOPProtocol(asyncio.Protocol):
             self._closed = self.loop.create_future()
         await asyncio.shield(self._closed)
 
+    def buffered_output(self) -> int:
+        """Bytes written but not yet taken by the peer's socket."""
+        size = self._out_bytes
+        if self.transport is not None and not self._lost:
+            size += self.transport.get_write_buffer_size()
+        return size
+
+    def drop(self, reason: str) -> None:
+        """Abort the connection for ``reason`` and release what it holds in reassembly now."""
+        log.warning("dropping connection %s: %s", self.peer, reason)
+        if self.reassembly_bytes:
+            delta, self.reassembly_bytes = -self.reassembly_bytes, 0
+            self.reassembly_changed(delta)
+        self.abort()
+
     def abort(self) -> None:
-        if self.transport is not None:
+        """Close at once, dropping unsent output."""
+        if self.transport is not None and not self._lost:
             self._closing = True
+            self._out.clear()
+            self._out_bytes = 0
             self.transport.abort()
 
     # -- errors and timeouts -------------------------------------------------
@@ -192,13 +309,40 @@ class GIOPProtocol(asyncio.Protocol):
         self.close()
 
     def _watch_partial(self) -> None:
-        # A peer that sends half a message (or a fragment train with no end)
-        # must not hold the connection and its buffer forever.
-        if self.core.in_progress and not self._closing and not self.reading.closed:
+        # A peer that sends half a message, or a fragment train with no end,
+        # must not hold the connection and its buffers forever.  A partial
+        # message is timed from the last message completed; a train from its
+        # first fragment, whatever else the peer sends meanwhile.
+        core = self.core
+        if self._closing or self.reading.closed:
+            self._cancel_read_timer()
+            return
+        if core.partial:
             if self._read_timer is None:
                 self._read_timer = self.loop.call_later(self.config.read_timeout, self._read_timed_out)
         else:
             self._cancel_read_timer()
+        started = core.oldest_train_started
+        if started is None:
+            if self._train_timer is not None:
+                self._train_timer.cancel()
+                self._train_timer = None
+        elif self._train_timer is None:
+            self._train_timer = self.loop.call_at(started + self.config.read_timeout, self._train_timed_out)
+
+    def _train_timed_out(self) -> None:
+        self._train_timer = None
+        started = self.core.oldest_train_started
+        if started is None or self._closing:
+            return
+        timeout = self.config.read_timeout
+        if self.reading.closed or self.loop.time() < started + timeout:
+            # Held by us (a stall we cause is not the peer's), or an older
+            # train finished: look again later.
+            later = max(started + timeout, self.loop.time() + 1.0)
+            self._train_timer = self.loop.call_at(later, self._train_timed_out)
+            return
+        self._protocol_error(ProtocolError(f"fragmented message unfinished after {timeout} s"))
 
     def _cancel_read_timer(self) -> None:
         if self._read_timer is not None:

@@ -14,9 +14,11 @@ stays dead and raises it again.  The transport then sends
 
 from __future__ import annotations
 
-import enum
 import dataclasses
+import enum
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pyorb.giop.codec import HEADER_SIZE, Header, decode_body, encode, message_error, parse_header
 from pyorb.giop.errors import ProtocolError
@@ -93,6 +95,7 @@ class _Train:
     """A fragmented message being reassembled."""
 
     header: Header  # of the initial message
+    started: float  # the clock when the initial message arrived
     body: bytearray = field(default_factory=bytearray)
     starts: list[int] = field(default_factory=list)  # where each GIOP 1.1 Fragment payload began
 
@@ -103,13 +106,17 @@ class GIOPConnection:
     ``max_message_size`` bounds the body of one message, and the reassembled
     body of a fragment train; ``max_fragment_trains`` bounds how many trains
     (GIOP 1.2 interleaves them by request id) may be open at once.
+    ``clock`` stamps each train when it starts, so that the transport can
+    time it out however much other traffic interleaves with it; it is the
+    only thing the core asks of the outside world (the transport passes its
+    event loop's clock).
     """
 
     # A server may hold thousands of these: no per-instance dict, no dict of
     # trains until a fragmented message arrives, no buffer kept between messages.
     __slots__ = ("role", "max_message_size", "max_fragment_trains", "peer_version", "peer_little_endian",
                  "_receives", "_sends", "_buf", "_pos", "_header", "_train_key", "_train_key_known", "_trains",
-                 "_eof", "_error")
+                 "_eof", "_error", "_clock", "reassembly_bytes")
 
     def __init__(
         self,
@@ -117,8 +124,10 @@ class GIOPConnection:
         *,
         max_message_size: int = 64 * 1024 * 1024,
         max_fragment_trains: int = 32,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.role = role
+        self._clock = clock
         self.max_message_size = max_message_size
         self.max_fragment_trains = max_fragment_trains
         self.peer_version: Version = GIOP_1_2
@@ -134,6 +143,8 @@ class GIOPConnection:
         self._trains: dict[int | None, _Train] | None = None  # made by the first fragmented message
         self._eof = False
         self._error: ProtocolError | None = None
+        self.reassembly_bytes = 0
+        """Body bytes held in unfinished fragment trains."""
 
     # ------------------------------------------------------------ public API
 
@@ -145,6 +156,18 @@ class GIOPConnection:
         in the middle of a train and never send its final fragment.
         """
         return len(self._buf) > self._pos or bool(self._trains)
+
+    @property
+    def partial(self) -> bool:
+        """True while part of one message is buffered (more bytes must come)."""
+        return len(self._buf) > self._pos
+
+    @property
+    def oldest_train_started(self) -> float | None:
+        """The clock when the oldest unfinished fragment train started, None without one."""
+        trains = self._trains
+        # Trains are only ever added at the end: the first is the oldest.
+        return next(iter(trains.values())).started if trains else None
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feed bytes read from the peer; ``b""`` means the peer closed (EOF)."""
@@ -171,6 +194,7 @@ class GIOPConnection:
             self._buf = bytearray()
             self._pos = 0
             self._trains = None
+            self.reassembly_bytes = 0
             raise
 
     def send(self, msg: Message) -> bytes:
@@ -316,7 +340,8 @@ class GIOPConnection:
                 raise ProtocolError(f"second fragmented message for request id {key}")
         if self._trains is None:
             self._trains = {}
-        self._trains[key] = _Train(hdr, bytearray(body))
+        self._trains[key] = _Train(hdr, self._clock(), bytearray(body))
+        self.reassembly_bytes += len(body)
 
     def _continue_train(self, hdr: Header, body: memoryview) -> Message | None:
         key = self._train_key
@@ -324,13 +349,16 @@ class GIOPConnection:
         trains = self._trains
         assert trains is not None  # _check_fragment found the train
         train = trains[key]
+        before = len(train.body)
         if hdr.version == GIOP_1_2:
             train.body += body[4:]
         else:
-            train.starts.append(len(train.body))
+            train.starts.append(before)
             train.body += body
         if hdr.more_fragments:
+            self.reassembly_bytes += len(train.body) - before
             return None
+        self.reassembly_bytes -= before
         del trains[key]
         if not trains:
             self._trains = None

@@ -79,9 +79,9 @@ class ServerConnection(GIOPProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        self.transport.set_write_buffer_limits(high=self.config.write_buffer_limit)  # type: ignore[union-attr]
         if self._refuse:
-            log.warning("refusing connection from %s: %d connections open (max_connections)",
-                        self.peer, self.config.max_connections)
+            self.load.refused(self.peer)
             self.close_idle()
 
     # -- incoming messages ---------------------------------------------------
@@ -225,10 +225,20 @@ class ServerConnection(GIOPProtocol):
     # server does this: a client that stopped reading replies while its
     # requests are stuck could deadlock with its server.)
     def pause_writing(self) -> None:
+        super().pause_writing()
         self.reading.hold("peer not reading")
+        self.load.output_paused(self)
 
     def resume_writing(self) -> None:
+        super().resume_writing()
+        self.load.output_resumed(self)
         self.reading.release("peer not reading")
+
+    def output_held(self) -> None:
+        self.load.output_grew()
+
+    def reassembly_changed(self, delta: int) -> None:
+        self.load.reassembly_changed(self, delta)
 
     # -- lifecycle -----------------------------------------------------------
     def request_finished(self, request_id: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from types import TracebackType
 from typing import Any, Callable, Mapping
@@ -22,6 +23,35 @@ log = logging.getLogger(__name__)
 
 def _untracked(_conn: ServerConnection) -> None:
     """on_closed of a refused connection: the server never counted it."""
+
+
+def fit_descriptor_limit(wanted: int) -> int:
+    """The number of connections, at most ``wanted``, that the process's descriptor limit leaves room for.
+
+    The soft RLIMIT_NOFILE is raised to the hard limit first.  Room is kept
+    for the descriptors already open and for those the process will open
+    besides connections (a refused connection needs one too, briefly, to be
+    told CloseConnection): past the limit accept() fails and clients are
+    reset instead of refused.
+    """
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: no such limit to fit
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > soft):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.info("cannot raise the descriptor limit from %d to %s: %s", soft, hard, exc)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 16
+    return max(1, min(wanted, soft - in_use - 32 - soft // 32))
 
 
 class Server:
@@ -75,6 +105,11 @@ class Server:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
         self._inbox = ReplyInbox(loop)
+        fitted = fit_descriptor_limit(self.config.max_connections)
+        if fitted < self.config.max_connections:
+            log.warning("max_connections lowered from %d to %d to fit the descriptor limit (RLIMIT_NOFILE); "
+                        "raise the limit to serve more", self.config.max_connections, fitted)
+        self.load.max_connections = fitted
         self._server = await loop.create_server(
             self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None
         )
@@ -85,7 +120,7 @@ class Server:
 
     def _make_connection(self) -> ServerConnection:
         assert self._inbox is not None  # made by start(), before accepting
-        if len(self.connections) >= self.config.max_connections:
+        if len(self.connections) >= self.load.max_connections:
             return ServerConnection(self.config, self.adapter, self._convert, _untracked, self.load,
                                     self._inbox, refuse=True)
         conn = ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox)

@@ -53,8 +53,8 @@ class LocalityStrategy(_ThreadStrategy):
         self.stats.threads = lambda: sum(t.is_alive() for t in self._threads)
 
     def _submit(self, call: Call) -> None:
-        if not self._threads:
-            self._threads = [self._thread(self._work, name=f"pyorb-locality-{i}") for i in range(self.size)]
+        if len(self._threads) < self.size:
+            self._grow(self._threads, self.size, "pyorb-locality", self._work)
         key = call.connection
         with self._lock:
             stream = self._streams.get(key)

@@ -16,6 +16,8 @@ from collections import deque
 from queue import SimpleQueue
 from typing import Hashable
 
+from omniORB import CORBA
+
 from pyorb.server.dispatch import Call, run_blocking, run_on_loop
 from pyorb.server.stats import Gauges
 
@@ -31,17 +33,32 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+def no_thread(call: Call, exc: BaseException) -> None:
+    """Answer a call for which no thread could be started: TRANSIENT, completed NO (the client may retry)."""
+    log.warning("cannot start a dispatcher thread for %s: %s; answering TRANSIENT", call.op.name, exc)
+    call.exception(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
+
+
 class _ThreadStrategy:
-    """Coroutines to the loop, synchronous code to ``_submit``."""
+    """Coroutines to the loop, synchronous code to ``_submit``.
+
+    A thread that cannot be started (``RuntimeError`` from ``Thread.start``:
+    the process is out of threads or memory) costs only the call that needed
+    it, which gets TRANSIENT; ``_submit`` leaves no trace of the thread.
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.stats = Gauges()
+        self._short = 0  # threads a pool had when it last could not start more
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         if call.entry.on_loop:
             return run_on_loop(call)
-        self._submit(call)
+        try:
+            self._submit(call)
+        except RuntimeError as exc:
+            no_thread(call, exc)
         return None
 
     def _submit(self, call: Call) -> None:
@@ -49,6 +66,24 @@ class _ThreadStrategy:
 
     def connection_closed(self, connection: Hashable) -> None:
         pass
+
+    def _grow(self, threads: list[threading.Thread], size: int, prefix: str, target: object) -> None:
+        """Start threads until ``threads`` holds ``size``.
+
+        One that fails is tried again with the next call, and the pool
+        serves with the threads it has meanwhile; only a pool with none
+        raises (the call gets TRANSIENT).
+        """
+        while len(threads) < size:
+            try:
+                threads.append(self._thread(target, name=f"{prefix}-{len(threads)}"))
+            except RuntimeError:
+                if not threads:
+                    raise
+                if self._short != len(threads):  # once per shortfall, not once per call
+                    self._short = len(threads)
+                    log.warning("%s serves with %d threads: cannot start more", self.name, len(threads))
+                return
 
     def _thread(self, target: object, *args: object, name: str) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)  # type: ignore[arg-type]
@@ -65,36 +100,57 @@ def _join(threads: list[threading.Thread]) -> None:
 
 
 class ThreadPoolStrategy(_ThreadStrategy):
-    """``thread_pool(n)``: one FIFO queue served by ``n`` dispatcher threads.
+    """``thread_pool(n)``: ``n`` dispatcher threads serving the connections round-robin.
 
-    Guarantees: at most ``n`` calls in servant code at once; calls start in
-    arrival order (server-wide FIFO); no ordering between the calls of one
-    connection beyond that, so they may overlap.  Threads start with the
-    first call.
+    Guarantees: at most ``n`` calls in servant code at once; the calls of one
+    connection start in arrival order (they may overlap); between
+    connections, a free thread takes the next call of the connection whose
+    turn it is, so one connection with thousands of calls queued delays
+    another's call by at most one call per busy connection, not by its whole
+    queue.  Threads start with the first call.
     """
 
     def __init__(self, n: int) -> None:
         self.size = _positive("thread_pool size", n)
         super().__init__(f"thread_pool({n})")
-        self._queue: SimpleQueue[Call | None] = SimpleQueue()
+        # A connection with calls queued has exactly one entry in _turns;
+        # a thread takes the entry, one call, and puts the entry back at
+        # the end if calls remain.
+        self._turns: SimpleQueue[Hashable | None] = SimpleQueue()
+        self._queues: dict[Hashable, deque[Call]] = {}
+        self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self.stats.queued = self._queue.qsize
+        self.stats.queued = lambda: sum(len(q) for q in list(self._queues.values()))
         self.stats.threads = lambda: sum(t.is_alive() for t in self._threads)
 
     def _submit(self, call: Call) -> None:
-        if not self._threads:
-            self._threads = [self._thread(self._work, name=f"pyorb-pool-{i}") for i in range(self.size)]
-        self._queue.put(call)
+        if len(self._threads) < self.size:
+            self._grow(self._threads, self.size, "pyorb-pool", self._work)
+        key = call.connection
+        with self._lock:
+            queue = self._queues.get(key)
+            if queue is None:
+                self._queues[key] = deque((call,))
+                self._turns.put(key)
+            else:
+                queue.append(call)
 
     def _work(self) -> None:
-        get = self._queue.get
-        while (call := get()) is not None:
+        get, lock, queues, turns = self._turns.get, self._lock, self._queues, self._turns
+        while (key := get()) is not None:
+            with lock:
+                queue = queues[key]
+                call = queue.popleft()
+                if queue:
+                    turns.put(key)  # the connection's next call waits for the others' turns
+                else:
+                    del queues[key]
             run_blocking(call)
             call = None  # an idle thread keeps no finished request alive
 
     def close(self) -> None:
         for _ in self._threads:
-            self._queue.put(None)
+            self._turns.put(None)
         _join(self._threads)
 
 
@@ -121,20 +177,40 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
             if self.max_threads is not None and len(self._active) >= self.max_threads:
                 self._waiting.append(call)
                 return
-            self._spawn(call)
+            try:
+                self._spawn(call)
+            except RuntimeError:
+                if not self._active:
+                    raise  # nothing would ever run it: TRANSIENT
+                self._waiting.append(call)  # a running thread takes it when it ends
 
     def _spawn(self, call: Call) -> None:  # holds the lock
         thread = threading.Thread(target=self._run, args=(call,), name=f"pyorb-request-{next(self._count)}",
                                   daemon=True)
         self._active.add(thread)
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:
+            self._active.discard(thread)
+            raise
 
-    def _run(self, call: Call) -> None:
-        run_blocking(call)
-        with self._lock:
-            self._active.discard(threading.current_thread())
-            if self._waiting:
-                self._spawn(self._waiting.popleft())
+    def _run(self, call: Call | None) -> None:
+        # A thread that ends starts one for the next waiting call; if it
+        # cannot, it runs that call itself: a waiting call is never lost.
+        while call is not None:
+            run_blocking(call)
+            call = None
+            with self._lock:
+                if not self._waiting:
+                    self._active.discard(threading.current_thread())
+                    return
+                try:
+                    self._spawn(self._waiting[0])
+                except RuntimeError:
+                    call = self._waiting.popleft()
+                    continue
+                self._waiting.popleft()
+                self._active.discard(threading.current_thread())
 
     def close(self) -> None:
         with self._lock:
