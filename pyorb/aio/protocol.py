@@ -118,11 +118,6 @@ class GIOPProtocol(asyncio.Protocol):
                     break
                 handled += 1
                 self.message_received(event)  # type: ignore[arg-type]
-                if self._out_bytes >= self.config.write_buffer_limit:
-                    # Write now: a peer that does not read pauses us before
-                    # the rest of the batch adds to the buffer.
-                    self._flush()
-                    self._flush_pending = True
         except ProtocolError as exc:
             self._protocol_error(exc)
         finally:
@@ -206,6 +201,14 @@ class GIOPProtocol(asyncio.Protocol):
             return False
         self._out.append(data)
         self._out_bytes += len(data)
+        if self._out_bytes >= self.config.write_buffer_limit:
+            # Big replies go out (or pause a peer that does not read) now,
+            # not after many more are made; a batch in progress still ends
+            # with its own flush.
+            pending = self._flush_pending
+            self._flush()
+            self._flush_pending = pending
+            return True
         if not self._flush_pending:
             self._flush_pending = True
             self.loop.call_soon(self._flush)
@@ -222,12 +225,16 @@ class GIOPProtocol(asyncio.Protocol):
         out = self._out
         if not out or self.transport is None:
             return
+        if self.write_paused:
+            # Kept here, as the bytes objects they are, until the peer reads:
+            # a transport's buffer copies them into one array that grows by
+            # doubling (twice the memory, and more while it reallocates).
+            self.output_held()
+            return
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()  # the same list again: no new one per flush
         self._out_bytes = 0
         self.transport.write(data)
-        if self.write_paused:
-            self.output_held()
 
     # -- write backpressure ----------------------------------------------------
     # asyncio calls these when the transport's buffer passes the high-water
@@ -242,6 +249,8 @@ class GIOPProtocol(asyncio.Protocol):
         if self._write_timer is not None and not self._closing:
             self._write_timer.cancel()
             self._write_timer = None
+        if not self._flush_pending:
+            self._flush()  # what waited while paused
 
     def _write_timed_out(self) -> None:
         self._write_timer = None

@@ -232,6 +232,7 @@ class ServerConnection(GIOPProtocol):
     def resume_writing(self) -> None:
         super().resume_writing()
         self.load.output_resumed(self)
+        self.adapter.registry.connection_resumed(self)
         self.reading.release("peer not reading")
 
     def output_held(self) -> None:
@@ -266,8 +267,14 @@ class ServerConnection(GIOPProtocol):
             self.close()
 
     def closed(self, exc: BaseException | None) -> None:
-        # Handlers of a vanished client still run to completion; their replies
-        # are dropped by the closed channel.  Nothing here holds them.
+        # Calls still queued for a thread never run: nobody would read their
+        # replies (a client that vanished with a thousand requests queued
+        # must not cost a thousand servant calls).  Handlers already running
+        # finish; their replies are dropped by the closed channel.
+        waiting, self.waiting = self.waiting, None
+        if waiting:
+            for call in list(waiting.values()):
+                call.cancelled()
         self.tasks = None
         self.load.forget(self)
         self._on_closed(self)

@@ -66,6 +66,8 @@ class Channel(Protocol):
     loop_thread: int
     max_message_size: int
     inbox: ReplyInbox
+    write_paused: bool
+    """The client does not read its replies: starting more of its calls only buffers more."""
 
     def send(self, data: bytes) -> bool: ...
 

@@ -25,14 +25,23 @@ def _untracked(_conn: ServerConnection) -> None:
     """on_closed of a refused connection: the server never counted it."""
 
 
+ACCEPT_BACKLOG = 64
+"""The listen backlog.  The event loop accepts up to this many connections per readiness event,
+and a refused one holds its descriptor for a few loop iterations until it is closed."""
+REFUSAL_RESERVE = 3 * ACCEPT_BACKLOG
+"""Descriptors kept free for connections being accepted and refused at once."""
+
+
 def fit_descriptor_limit(wanted: int) -> int:
     """The number of connections, at most ``wanted``, that the process's descriptor limit leaves room for.
 
     The soft RLIMIT_NOFILE is raised to the hard limit first.  Room is kept
     for the descriptors already open and for those the process will open
-    besides connections (a refused connection needs one too, briefly, to be
-    told CloseConnection): past the limit accept() fails and clients are
-    reset instead of refused.
+    besides connections: a refused connection needs one too, briefly, to be
+    told CloseConnection, and the event loop accepts several bursts of up to
+    ACCEPT_BACKLOG connections before the first refused ones are closed.  Past the limit
+    accept() fails (and asyncio logs a traceback per attempt) while clients
+    wait unanswered instead of being refused.
     """
     try:
         import resource
@@ -51,7 +60,7 @@ def fit_descriptor_limit(wanted: int) -> int:
         in_use = len(os.listdir("/proc/self/fd"))
     except OSError:
         in_use = 16
-    return max(1, min(wanted, soft - in_use - 32 - soft // 32))
+    return max(1, min(wanted, soft - in_use - REFUSAL_RESERVE - 32 - soft // 32))
 
 
 class Server:
@@ -111,8 +120,8 @@ class Server:
                         "raise the limit to serve more", self.config.max_connections, fitted)
         self.load.max_connections = fitted
         self._server = await loop.create_server(
-            self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None
-        )
+            self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None,
+            backlog=ACCEPT_BACKLOG)
         self._port = self._server.sockets[0].getsockname()[1]
         if self.config.idle_timeout is not None:
             self._sweeper = loop.create_task(self._close_idle_connections(self.config.idle_timeout))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import Hardening  # loaded by `pyorb serve --idl idl/hardening.idl`
@@ -20,3 +21,10 @@ class Target(Hardening__POA.Target):  # type: ignore[misc]
 
     def give_point(self, p: Any) -> None:
         pass
+
+    def blob(self, size: int) -> bytes:
+        return bytes(size)
+
+    def nap(self, ms: int) -> int:
+        time.sleep(ms / 1000)
+        return ms

@@ -159,6 +159,13 @@ class StrategyRegistry:
         for strategy in self._all:
             strategy.connection_closed(connection)
 
+    def connection_resumed(self, connection: Hashable) -> None:
+        """The connection's client reads its replies again (optional ``connection_resumed`` of a strategy)."""
+        for strategy in self._all:
+            resumed = getattr(strategy, "connection_resumed", None)
+            if resumed is not None:
+                resumed(connection)
+
     def close(self) -> None:
         for strategy in self._all:
             strategy.close()

@@ -107,7 +107,9 @@ class ThreadPoolStrategy(_ThreadStrategy):
     connections, a free thread takes the next call of the connection whose
     turn it is, so one connection with thousands of calls queued delays
     another's call by at most one call per busy connection, not by its whole
-    queue.  Threads start with the first call.
+    queue.  The queued calls of a connection whose client does not read its
+    replies wait until it does (or is dropped).  Threads start with the
+    first call.
     """
 
     def __init__(self, n: int) -> None:
@@ -118,6 +120,7 @@ class ThreadPoolStrategy(_ThreadStrategy):
         # the end if calls remain.
         self._turns: SimpleQueue[Hashable | None] = SimpleQueue()
         self._queues: dict[Hashable, deque[Call]] = {}
+        self._parked: set[Hashable] = set()  # connections with calls queued and no turn: replies not read
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.stats.queued = lambda: sum(len(q) for q in list(self._queues.values()))
@@ -137,16 +140,31 @@ class ThreadPoolStrategy(_ThreadStrategy):
 
     def _work(self) -> None:
         get, lock, queues, turns = self._turns.get, self._lock, self._queues, self._turns
+        parked = self._parked
         while (key := get()) is not None:
             with lock:
                 queue = queues[key]
-                call = queue.popleft()
+                call = queue[0]
+                if call.channel.write_paused and not call.done:
+                    parked.add(key)  # until connection_resumed or connection_closed
+                    continue
+                queue.popleft()
                 if queue:
                     turns.put(key)  # the connection's next call waits for the others' turns
                 else:
                     del queues[key]
             run_blocking(call)
-            call = None  # an idle thread keeps no finished request alive
+            call = None  # type: ignore[assignment]  # an idle thread keeps no finished request alive
+
+    def connection_resumed(self, connection: Hashable) -> None:
+        with self._lock:
+            if connection in self._parked:
+                self._parked.discard(connection)
+                self._turns.put(connection)
+
+    def connection_closed(self, connection: Hashable) -> None:
+        # Its queued calls were cancelled with the connection: let a thread drop them.
+        self.connection_resumed(connection)
 
     def close(self) -> None:
         for _ in self._threads:
@@ -179,10 +197,15 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
                 return
             try:
                 self._spawn(call)
-            except RuntimeError:
+                self._short = 0
+            except RuntimeError as exc:
                 if not self._active:
                     raise  # nothing would ever run it: TRANSIENT
                 self._waiting.append(call)  # a running thread takes it when it ends
+                if not self._short:  # once per shortage, not once per call
+                    self._short = len(self._active)
+                    log.warning("%s: cannot start a thread (%s); calls wait for one of the %d running",
+                                self.name, exc, len(self._active))
 
     def _spawn(self, call: Call) -> None:  # holds the lock
         thread = threading.Thread(target=self._run, args=(call,), name=f"pyorb-request-{next(self._count)}",
