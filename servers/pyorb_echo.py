@@ -135,6 +135,9 @@ async def serve(ns: argparse.Namespace) -> int:
             await asyncio.wait_for(server.close(), SHUTDOWN_GRACE_S)
         except asyncio.TimeoutError:
             print("pyorb_echo: close timed out", file=sys.stderr, flush=True)
+        # Closed: a SIGTERM from here to the exit must not turn it into -15.
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return 0
 
 

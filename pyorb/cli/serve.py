@@ -105,6 +105,7 @@ async def serve(opts: ServeOptions) -> int:
         await runner.wait_for_stop(opts.stop_on_stdin_eof, lambda: _print_stats(server))
     finally:
         await server.close(grace=runner.DRAIN_GRACE_S)
+        runner.exiting()
     _print_stats(server)
     return 0
 

@@ -51,7 +51,7 @@ class ServerConnection(GIOPProtocol):
     """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
 
     __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "waiting", "max_message_size", "in_flight",
-                 "draining", "_refuse", "_version")
+                 "draining", "_refuse", "_version", "unsent", "parked")
 
     def __init__(
         self,
@@ -76,6 +76,8 @@ class ServerConnection(GIOPProtocol):
         self.draining = False
         self._refuse = refuse
         self._version = GIOP_1_0  # of the last request: CloseConnection speaks it
+        self.unsent = 0  # reply bytes made on threads, not yet queued here (ReplyInbox keeps it)
+        self.parked = False  # a strategy holds our queued calls until we are not congested
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -232,8 +234,17 @@ class ServerConnection(GIOPProtocol):
     def resume_writing(self) -> None:
         super().resume_writing()
         self.load.output_resumed(self)
-        self.adapter.registry.connection_resumed(self)
+        self.unpark()
         self.reading.release("peer not reading")
+
+    @property
+    def congested(self) -> bool:
+        return self.write_paused or self.unsent >= self.config.write_buffer_limit
+
+    def unpark(self) -> None:
+        if self.parked and not self.congested:
+            self.parked = False
+            self.adapter.registry.connection_resumed(self)
 
     def output_held(self) -> None:
         self.load.output_grew()

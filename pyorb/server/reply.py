@@ -29,15 +29,22 @@ class ReplyInbox:
     write to the loop's self-pipe and a context switch) instead of one each.
     """
 
-    __slots__ = ("loop", "_items", "_scheduled")
+    __slots__ = ("loop", "_items", "_scheduled", "_count")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._items: deque[tuple[ReplySink, bytes | None]] = deque()
         self._scheduled = False
+        self._count = Lock()  # for Channel.unsent, which several threads change
 
     def put(self, sink: ReplySink, data: bytes | None) -> None:
         """Queue ``data`` (None: nothing to send, only settle) from any thread."""
+        if data is not None:
+            # Counted as it is made: a pool that makes replies faster than the
+            # loop queues them sees a client that does not read in time.
+            channel = sink.channel
+            with self._count:
+                channel.unsent += len(data)
         self._items.append((sink, data))
         if not self._scheduled:
             self._scheduled = True
@@ -51,12 +58,24 @@ class ReplyInbox:
     def _drain(self) -> None:
         self._scheduled = False  # before popping: a put from now on schedules again
         items = self._items
+        count = self._count
+        parked: set[Channel] | None = None
         while items:
             sink, data = items.popleft()
             if data is None:
                 sink._settled()
             else:
+                channel = sink.channel
+                with count:
+                    channel.unsent -= len(data)
                 sink._send(data)
+                if channel.parked:
+                    if parked is None:
+                        parked = set()
+                    parked.add(channel)
+        if parked is not None:
+            for channel in parked:
+                channel.unpark()
 
 
 class Channel(Protocol):
@@ -68,6 +87,17 @@ class Channel(Protocol):
     inbox: ReplyInbox
     write_paused: bool
     """The client does not read its replies: starting more of its calls only buffers more."""
+    unsent: int
+    """Bytes of replies made on other threads and not yet queued on the loop (kept by ReplyInbox)."""
+    parked: bool
+    """A strategy holds this connection's queued calls until it is no longer :attr:`congested`."""
+
+    @property
+    def congested(self) -> bool:
+        """Replies wait for the client (or for the loop) beyond the write buffer limit: start no more calls."""
+
+    def unpark(self) -> None:
+        """Loop thread: if :attr:`parked` and no longer congested, let the strategies start its calls again."""
 
     def send(self, data: bytes) -> bool: ...
 

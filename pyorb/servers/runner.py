@@ -107,6 +107,7 @@ async def serve_until_stopped(server: Any, servant: Any, ns: argparse.Namespace,
         await wait_for_stop(not ns.no_stdin_watch, lambda: print_stats(server.stats(), title))
     finally:
         await server.close(grace=DRAIN_GRACE_S)
+        exiting()
         print_stats(server.stats(), title)
 
 
@@ -117,6 +118,17 @@ def print_stats(stats: Any, title: str) -> None:
     console = Console(file=sys.stderr, width=160)
     console.print(f"[bold]{title}[/bold] (pid {os.getpid()})")
     console.print(stats.table())
+
+
+def exiting() -> None:
+    """From the loop thread, once the server is closed: ignore SIGTERM until the process is gone.
+
+    A supervisor (or a test) that closes stdin and then sends SIGTERM at
+    once must not catch the process between the loop's end and its exit,
+    where the default action would kill it and turn a clean exit into -15.
+    """
+    asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:

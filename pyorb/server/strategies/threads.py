@@ -145,9 +145,17 @@ class ThreadPoolStrategy(_ThreadStrategy):
             with lock:
                 queue = queues[key]
                 call = queue[0]
-                if call.channel.write_paused and not call.done:
-                    parked.add(key)  # until connection_resumed or connection_closed
-                    continue
+                channel = call.channel
+                if not call.done and channel.congested:
+                    # Until connection_resumed (the channel unparks itself
+                    # once not congested) or connection_closed.  Looked at
+                    # again after the flag is set: the loop may have drained
+                    # it in between, and then it would never unpark.
+                    parked.add(key)
+                    channel.parked = True
+                    if channel.congested:
+                        continue
+                    parked.discard(key)
                 queue.popleft()
                 if queue:
                     turns.put(key)  # the connection's next call waits for the others' turns
