@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadtests import flow_attacks as fa  # noqa: E402
+from loadtests.common import range_text as _spread  # noqa: E402
 
 # name -> (strategies, server settings, extra server argv, attack(port) -> outcome text)
 Attack = tuple[list[str], list[str], list[str], Callable[[int], str]]
@@ -77,7 +78,8 @@ ATTACKS: dict[str, Attack] = {
 }
 
 
-def one_run(tree: Path, model: str, settings: list[str], extra: list[str], attack: Callable[[int], str]) -> dict[str, Any]:
+def one_run(tree: Path, model: str, settings: list[str], extra: list[str],
+            attack: Callable[[int], str]) -> dict[str, Any]:
     argv = [sys.executable, str(ROOT / "loadtests/attack_server.py"), "--model", model, *extra]
     for item in settings:
         argv += ["--set", item]
@@ -108,19 +110,15 @@ def one_run(tree: Path, model: str, settings: list[str], extra: list[str], attac
             "traceback": any("Traceback" in line for line in errors), **watch.summary()}
 
 
-def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
-    lo, hi = fmt.format(min(values)), fmt.format(max(values))
-    return lo if lo == hi else f"{lo}–{hi}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2, help="runs per point (default 2)")
     parser.add_argument("--tree", type=Path, default=ROOT, help="checkout the server runs from (default: this one)")
     parser.add_argument("--only", default="", help="comma-separated attack name prefixes (default: all)")
+    parser.add_argument("--server-args", default="", help="more arguments for attack_server.py, e.g. '--loop asyncio'")
     args = parser.parse_args()
     wanted = [w for w in args.only.split(",") if w]
-    table = Table(title=f"flow attacks against {args.tree}, {args.runs} runs per row")
+    table = Table(title=f"flow attacks against {args.tree} {args.server_args}, {args.runs} runs per row")
     for col in ("attack", "model", "attack got", "server during", "stop", "RSS peak MiB", "quiet p50 ms",
                 "quiet p99 ms", "quiet lost", "log lines"):
         table.add_column(col, justify="right" if col in ("RSS peak MiB", "quiet p50 ms", "quiet p99 ms",
@@ -131,7 +129,7 @@ def main() -> int:
         for model in models:
             runs = []
             for _ in range(args.runs):
-                runs.append(one_run(args.tree.resolve(), model, settings, extra, attack))
+                runs.append(one_run(args.tree.resolve(), model, settings, extra + args.server_args.split(), attack))
                 print(name, model, runs[-1], flush=True)  # as it comes: a later hang loses nothing
             table.add_row(name, model, " | ".join(r["outcome"] for r in runs),
                           ", ".join(sorted({r["status"] for r in runs})),

@@ -80,6 +80,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="reactive")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a Config field")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                        help="event loop (default uvloop, as pyorb serve)")
+    parser.add_argument("--switch-interval", type=float, metavar="S",
+                        help="sys.setswitchinterval: how long a thread may hold the GIL while others wait")
     parser.add_argument("--nofile", type=int, help="RLIMIT_NOFILE (soft and hard) of the server process")
     parser.add_argument("--threads-fit", type=int, metavar="N",
                         help="make room for about N more threads only: 32 MiB thread stacks and RLIMIT_AS set "
@@ -88,6 +92,12 @@ def main() -> int:
     if args.nofile:
         resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, args.nofile))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
+    if args.loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(_serve(args))
     return asyncio.run(_serve(args))
 
 

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadtests import hostile_values as hostile  # noqa: E402
+from loadtests.common import range_text as _spread  # noqa: E402
 
 QUIET_PERIOD = 0.05
 WINDOW = 3.0  # seconds watched after the attack is sent
@@ -132,11 +133,6 @@ def one_run(tree: Path, model: str, attack: str) -> dict[str, Any]:
     return {"reply": outcome[0] if outcome else "no answer", "rss": peak / 2**20, "status": status, "lost": lost,
             "p50": statistics.median(lat) * 1e3 if lat else float("nan"),
             "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3 if lat else float("nan")}
-
-
-def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
-    lo, hi = fmt.format(min(values)), fmt.format(max(values))
-    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def main() -> int:

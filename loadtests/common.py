@@ -196,3 +196,9 @@ def last_json(stdout: bytes) -> dict[str, Any] | None:
         if isinstance(value, dict):
             return value
     return None
+
+
+def range_text(values: list[float], fmt: str = "{:.1f}") -> str:
+    """``min–max`` of repeated runs in ``fmt`` (one value when they agree): a table's spread column."""
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"

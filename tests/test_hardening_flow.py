@@ -69,12 +69,13 @@ def test_unread_replies_are_bounded_and_the_reader_aborted(model: str) -> None:
         _stopped_cleanly(server)
 
 
-@pytest.mark.parametrize("model", ["reactive", "thread_pool(4)"])
-def test_a_flood_on_one_connection_does_not_starve_another(model: str) -> None:
+@pytest.mark.parametrize("model,storm", [("reactive", "ping"), ("thread_pool(4)", "ping"), ("reactive", "locate")])
+def test_a_flood_on_one_connection_does_not_starve_another(model: str, storm: str) -> None:
     server = serve(model)
+    message = fa.ping() if storm == "ping" else fa.locate_storm()  # LocateRequests for an unknown key
     try:
         result: dict[str, float] = {}
-        flooder = threading.Thread(target=lambda: result.update(fa.flood(server.port, fa.ping(), 300_000, 60.0)))
+        flooder = threading.Thread(target=lambda: result.update(fa.flood(server.port, message, 300_000, 60.0)))
         with fa.Watch(server.port, server.pid, period=0.02) as watch:
             flooder.start()
             time.sleep(0.3)
