@@ -174,7 +174,7 @@ class BodyCodec:
     def has_objrefs(self) -> bool:
         return self._objrefs
 
-    def convert_objrefs(self, values: tuple[Any, ...], convert: ObjrefHook) -> tuple[Any, ...]:
+    def convert_objrefs(self, values: tuple[Any, ...], convert: ObjrefConverter) -> tuple[Any, ...]:
         """``values`` with the omniORB object references in them passed through ``convert``."""
         if not self._objrefs:
             return values
@@ -364,6 +364,11 @@ def system_exception_class(repo_id: str) -> type[CORBA.SystemException]:
 # convert to and from them at the edge of the marshal layer.
 
 ObjrefHook = Callable[[Any], Any]
+ObjrefConverter = Callable[[Any, str], Any]
+"""Turns a received omniORB reference into the receiver's own, given the
+repository id of its static IDL type (the parameter's, result's or
+member's): a reference's own type id may be empty (one made from a
+corbaloc URL) or name a type unknown here."""
 _to_omni_hook: ObjrefHook | None = None
 
 
@@ -413,7 +418,11 @@ def to_omni(desc: Descriptor, value: Any) -> Any:
     desc = _strip_alias(desc)
     kind = desc[0]
     if kind == TV_OBJREF:
-        if isinstance(value, CORBA.Object) or _to_omni_hook is None:
+        if isinstance(value, CORBA.Object):
+            return value
+        if isinstance(value, str):  # an IOR string or a corbaloc/corbaname URL
+            return _string_to_object(value)
+        if _to_omni_hook is None:
             return value
         return _to_omni_hook(value)
     if kind in (TV_SEQUENCE, TV_ARRAY):
@@ -421,14 +430,21 @@ def to_omni(desc: Descriptor, value: Any) -> Any:
     return value
 
 
-def from_omni(desc: Descriptor, value: Any, convert: ObjrefHook) -> Any:
+def _string_to_object(text: str) -> Any:
+    try:
+        return ensure_orb().string_to_object(text)
+    except CORBA.SystemException as exc:
+        raise CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_NO) from None
+
+
+def from_omni(desc: Descriptor, value: Any, convert: ObjrefConverter) -> Any:
     """Replace omniORB object references inside ``value`` using ``convert``."""
     if not _has_objref(desc) or value is None:
         return value
     desc = _strip_alias(desc)
     kind = desc[0]
     if kind == TV_OBJREF:
-        return convert(value)
+        return convert(value, desc[1])
     if kind in (TV_SEQUENCE, TV_ARRAY):
         return [from_omni(desc[1], v, convert) for v in value]
     return value

@@ -40,7 +40,7 @@ from pyorb.client.calls import (
     reply_result,
     route_for,
 )
-from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for
+from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
@@ -247,11 +247,16 @@ class BlockingClient:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         return obj
 
-    def from_objref(self, omni_ref: Any, interface: type | None = None) -> Any:
-        """A blocking proxy for an omniORB object reference (None stays None)."""
+    def from_objref(self, omni_ref: Any, interface: type | str | None = None) -> Any:
+        """A blocking proxy for an omniORB object reference (None stays None).
+
+        ``interface`` is the static type: a stub class or a repository id
+        (the IDL type where the reference was received); without one, or for
+        CORBA::Object, the reference's own type id picks the proxy.
+        """
         if omni_ref is None:
             return None
-        return self.resolve(IOR.from_string(ensure_orb().object_to_string(omni_ref)), interface)
+        return self.resolve(IOR.from_string(ensure_orb().object_to_string(omni_ref)), static_interface(interface))
 
     # -- invocation ------------------------------------------------------------
     def route(self, target: IOR) -> Route | None:

@@ -118,7 +118,7 @@ class LocationForward(Exception):
 
 
 def reply_result(
-    op: Operation, reply: Reply, convert: Callable[[Any], Any], bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS
+    op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS
 ) -> Any:
     """The value a reply to ``op`` carries (see Operation.result_value).
 

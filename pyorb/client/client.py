@@ -13,7 +13,7 @@ from omniORB import CORBA
 from pyorb.client.calls import Endpoint, Route, connect_failure, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import CallFuture, Invocation
-from pyorb.client.proxy import ObjectRef, interface_for, proxy_class
+from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
@@ -76,12 +76,20 @@ class Client:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         return obj
 
-    def from_objref(self, omni_ref: Any, interface: type | None = None) -> Any:
-        """A pyorb proxy for an omniORB object reference (None stays None)."""
+    def from_objref(self, omni_ref: Any, interface: type | str | None = None) -> Any:
+        """A pyorb proxy for an omniORB object reference (None stays None).
+
+        ``interface`` is the static type: a stub class or a repository id
+        (the IDL type where the reference was received, which is how
+        received references are converted); without one, or for
+        CORBA::Object, the reference's own type id picks the proxy.  That id
+        may be empty (a reference made from a corbaloc URL) or name a type
+        whose IDL is not loaded here.
+        """
         if omni_ref is None:
             return None
         ior_text = ensure_orb().object_to_string(omni_ref)
-        return self.resolve(IOR.from_string(ior_text), interface)
+        return self.resolve(IOR.from_string(ior_text), static_interface(interface))
 
     # -- invocation ------------------------------------------------------------
     def route(self, target: IOR) -> Route | None:

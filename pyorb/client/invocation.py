@@ -54,7 +54,7 @@ class Invocation:
         args: tuple[Any, ...],
         future: CallFuture,
         retarget: Callable[[Invocation, IOR], None],
-        convert: Callable[[Any], Any],
+        convert: Callable[[Any, str], Any],
         target: IOR,
     ) -> None:
         self.op = op

@@ -209,6 +209,18 @@ def proxy_class(interface: type | None) -> type[ObjectRef]:
     return cls
 
 
+OBJECT_ID = "IDL:omg.org/CORBA/Object:1.0"
+
+
+def static_interface(interface: type | str | None) -> type | None:
+    """``interface``, or the stub class of a repository id (None for CORBA::Object or an unknown id:
+    the reference's own type id decides then)."""
+    if isinstance(interface, str):
+        # omniORB describes CORBA::Object with an empty repository id.
+        return None if interface in ("", OBJECT_ID) else interface_for(interface)
+    return interface
+
+
 def interface_for(repo_id: str) -> type | None:
     """The generated stub class for ``repo_id``, if its IDL is loaded."""
     objref_cls = omniORB.objrefMapping.get(repo_id)

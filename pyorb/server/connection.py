@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ObjrefConverter = Callable[[Any], Any]
+ObjrefConverter = Callable[[Any, str], Any]
 
 
 def _ior_body(target: IOR, le: bool, align: int) -> bytes:

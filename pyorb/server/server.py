@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import signal
@@ -30,6 +31,23 @@ ACCEPT_BACKLOG = 64
 and a refused one holds its descriptor for a few loop iterations until it is closed."""
 REFUSAL_RESERVE = 3 * ACCEPT_BACKLOG
 """Descriptors kept free for connections being accepted and refused at once."""
+
+
+def _unchanged(ref: Any, _static: str) -> Any:
+    return ref
+
+
+def _with_static_type(convert: Callable[..., Any] | None) -> Callable[[Any, str], Any]:
+    """``convert`` called as ``convert(ref, static_repository_id)``; a one-argument converter gets the reference alone."""
+    if convert is None:
+        return _unchanged
+    try:
+        inspect.signature(convert).bind(None, "")
+    except TypeError:
+        return lambda ref, _static: convert(ref)
+    except ValueError:  # no signature to read (a builtin): assume the documented two-argument form
+        pass
+    return convert
 
 
 def fit_descriptor_limit(wanted: int) -> int:
@@ -77,7 +95,9 @@ class Server:
 
     Object references that arrive as arguments of coroutine and AMH servants
     pass through ``objref_converter`` (``Client.from_objref`` turns them into
-    pyorb proxies); synchronous servants get omniORB references unchanged.
+    pyorb proxies of the parameter's IDL type: it is called with the
+    reference and that type's repository id); synchronous servants get
+    omniORB references unchanged.
 
     ``reuse_port`` lets several processes accept on one port (SO_REUSEPORT),
     each with its own event loop: AMH on more than one core.
@@ -100,7 +120,7 @@ class Server:
         self._host = host
         self._port = port
         self._reuse_port = reuse_port
-        self._convert = objref_converter or (lambda ref: ref)
+        self._convert = _with_static_type(objref_converter)
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._inbox: ReplyInbox | None = None

@@ -19,7 +19,7 @@ from tests.interop.conftest import failures, run_omni_client
 from tests.interop.servants import TypesAMH, TypesCoroutine, TypesSync
 
 OMNI_READS_WCHAR = "omniORBpy 4.3.3 misreads the GIOP 1.2 wchar in the reply (its reading side; pyorb reads it right)"
-NODE_CASES = ("make_node", "node_callback", "nodes")
+NODE_CASES = ("make_node", "node_callback", "nodes", "node_by_corbaloc")
 
 
 def expected_failures(giop: str, char: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ Interop = IDL.Interop
 NOT_APPLICABLE = {
     "node_callback": "needs an omniORB POA in the client (pyorb servers are covered elsewhere)",
     "narrow": "checks CORBA.is_nil on an omniORB reference; test_narrow covers pyorb's narrow",
+    "node_by_corbaloc": "makes an omniORB reference from a URL; tests/test_static_types.py covers pyorb clients",
 }
 CASES = [c for c in omni_client.CASES if c not in NOT_APPLICABLE]
 

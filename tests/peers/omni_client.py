@@ -472,6 +472,20 @@ def make_node(ctx: Context) -> str:
     return "make_node / name / node_name"
 
 
+@case("node_by_corbaloc")
+def node_by_corbaloc(ctx: Context) -> str:
+    # A reference made from a corbaloc URL has no type id in its IOR (omniORB
+    # and JacORB send it so); the server must type it from the IDL, not the IOR.
+    from pyorb.giop.ior import IOR, to_corbaloc
+
+    profile = IOR.from_string(ctx.orb.object_to_string(ctx.call("make_node", "by-url"))).iiop
+    assert profile is not None
+    untyped = ctx.orb.string_to_object(to_corbaloc(profile.host, profile.port, profile.object_key))
+    expect("type id sent", IOR.from_string(ctx.orb.object_to_string(untyped)).type_id, "")
+    expect("node_name(corbaloc node)", ctx.call("node_name", untyped), "by-url")
+    return "node_name of a reference made from a corbaloc URL"
+
+
 @case("node_callback")
 def node_callback(ctx: Context) -> str:
     """The server calls name() on a Node that lives in this client."""
