@@ -462,8 +462,9 @@ def _message_header(msg: Message) -> tuple[MsgType, CDRWriter]:
     _check_version(msg.version)
     w = CDRWriter(msg.little_endian, base=HEADER_SIZE)
     msg_type = _write_message_header(w, msg)
-    if isinstance(msg, (Request, Reply, LocateReply)) and msg.version == GIOP_1_2:
-        # GIOP 1.2 bodies start 8-aligned (relative to the message start).
+    if isinstance(msg, (Request, Reply)) and msg.version == GIOP_1_2:
+        # GIOP 1.2 Request and Reply bodies start 8-aligned (relative to the
+        # message start); a LocateReply body follows its header directly.
         if msg.body:
             w.align(8)
     return msg_type, w
@@ -570,12 +571,13 @@ def encode_reply_12(request_id: int, status: int, body: bytes, little_endian: bo
 def body_offset(msg: Request | Reply | LocateReply) -> int:
     """Where ``encode(msg)`` puts the body, counted from the message start.
 
-    For GIOP 1.2 this is the 8-aligned position even if the body is empty (an
-    empty body is not padded, but the marshal layer asks before it has one).
+    For a GIOP 1.2 Request or Reply this is the 8-aligned position even if
+    the body is empty (an empty body is not padded, but the marshal layer
+    asks before it has one).
     """
     _msg_type, w = _message_header(msg)
     offset = HEADER_SIZE + len(w.buf)
-    if msg.version == GIOP_1_2:
+    if msg.version == GIOP_1_2 and not isinstance(msg, LocateReply):
         offset += -offset % 8
     return offset
 
@@ -726,10 +728,11 @@ def _read_target(r: CDRReader) -> tuple[int, bytes]:
     return disposition, bytes(r.data[start : r.pos])
 
 
-def _body(r: CDRReader, version: Version) -> tuple[int, bytes]:
-    """(body_offset, body): GIOP 1.2 bodies start 8-aligned, earlier ones directly."""
+def _body(r: CDRReader, version: Version, aligned: bool = True) -> tuple[int, bytes]:
+    """(body_offset, body): GIOP 1.2 Request and Reply bodies start 8-aligned,
+    earlier ones (and every LocateReply body, CORBA 3.0 15.4.6.2) directly."""
     start = r.pos
-    if version == GIOP_1_2:
+    if version == GIOP_1_2 and aligned:
         start += -(start + HEADER_SIZE) % 8
     return start + HEADER_SIZE, bytes(r.data[start:])
 
@@ -809,7 +812,7 @@ def _decode_locate_request(r: CDRReader, version: Version) -> LocateRequest:
 def _decode_locate_reply(r: CDRReader, version: Version) -> LocateReply:
     request_id = r.ulong()
     status = _locate_status(r.ulong(), version)
-    offset, body = _body(r, version)
+    offset, body = _body(r, version, aligned=False)
     return LocateReply(request_id, status, body, version, r.little_endian, offset)
 
 

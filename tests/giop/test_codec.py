@@ -118,8 +118,15 @@ GOLDEN: list[tuple[str, Message, bytes]] = [
     ),
     (
         "locate-reply-1.2-le-here",
-        LocateReply(1, LocateStatus.OBJECT_HERE, body_offset=24),
+        LocateReply(1, LocateStatus.OBJECT_HERE, body_offset=20),
         h("47494f50 01 02 01 04 08000000 | 01000000 | 01000000"),
+    ),
+    (
+        # Unlike Request and Reply, a GIOP 1.2 LocateReply body is not 8-aligned (CORBA 3.0
+        # 15.4.6.2); omniORB reads the forwarded IOR right after the header.
+        "locate-reply-1.2-le-forward",
+        LocateReply(5, LocateStatus.OBJECT_FORWARD, b"IOR!", body_offset=20),
+        h("47494f50 01 02 01 04 0c000000 | 05000000 | 02000000 | 494f5221"),
     ),
     (
         "locate-reply-1.0-be-forward",
