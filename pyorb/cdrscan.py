@@ -27,7 +27,8 @@ from typing import Any, Callable, Literal, NamedTuple, Sequence
 Descriptor = Any
 """An omniidl type descriptor: an int for basic types, a tuple otherwise."""
 
-__all__ = ["Bounds", "CDRLayoutError", "UnsupportedTypeError", "needs_bounds", "zero_padding", "realign_fragments"]
+__all__ = ["Bounds", "CDRLayoutError", "UnsupportedTypeError", "has_strings", "needs_bounds", "zero_padding",
+           "realign_fragments", "transcode_strings"]
 
 # omniidl descriptor kinds (omniORB.tcInternal.tv_*); TypeCode kinds (TCKind) use the same numbers.
 TV_NULL, TV_VOID, TV_SHORT, TV_LONG, TV_USHORT, TV_ULONG, TV_FLOAT, TV_DOUBLE = range(8)
@@ -155,13 +156,17 @@ class _Mover:
     Primitives are never split across segments; octet data may be.
     """
 
-    __slots__ = ("src", "segs", "k", "p", "fe", "ssh", "out", "dsh", "le", "ul", "minor", "tcs", "tc_src")
+    __slots__ = ("src", "segs", "k", "p", "fe", "ssh", "out", "dsh", "le", "ul", "minor", "tcs", "tc_src", "text")
 
-    def __init__(self, src: bytes, segs: list[tuple[int, int, int]], base: int, le: bool, minor: int) -> None:
+    def __init__(
+        self, src: bytes, segs: list[tuple[int, int, int]], base: int, le: bool, minor: int,
+        text: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.src, self.segs, self.k = src, segs, 0
         self.p, self.fe, self.ssh = segs[0]
         self.out, self.dsh, self.le, self.minor = bytearray(), base, le, minor
         self.ul = _U32[le]
+        self.text = text  # re-encodes each string's octets (without its NUL) on the way
         self.tcs: _TCMap = {}
         self.tc_src: dict[int, int] = {}  # TypeCode start: source index -> output index
 
@@ -474,6 +479,7 @@ class _Counted(_Node):
         self.head.move(m)
         count = m.ul(m.out, len(m.out) - 4)[0]
         n = count * self.unit
+        start = len(m.out)
         if m.p + n <= m.fe:  # the usual case: inside this fragment
             m.out += m.src[m.p : m.p + n]
             m.p += n
@@ -482,6 +488,10 @@ class _Counted(_Node):
         else:
             m.run(n)
         self.check(count, m.out[-1] if count else 0)
+        if self.nul and m.text is not None and count > 1:
+            text = m.text(bytes(m.out[start:-1]))
+            m.out[start:-1] = text
+            struct.pack_into("<I" if m.le else ">I", m.out, start - 4, len(text) + 1)
 
 
 class _Seq(_Node):
@@ -1130,10 +1140,41 @@ def realign_fragments(
     return bytes(out)
 
 
+def transcode_strings(
+    descs: Sequence[Descriptor], data: bytes, little_endian: bool, base: int, text: Callable[[bytes], bytes],
+    *, giop_minor: int = 2,
+) -> bytes:
+    """Values of types ``descs`` with the octets of every ``string`` in them
+    (any values included) replaced by ``text(octets)``: a change of char code
+    set.  Lengths and the alignment of everything after a string follow;
+    padding comes out zeroed.  ``text`` may raise (a character the target
+    code set lacks); CDRLayoutError (a ValueError) for malformed data,
+    UnsupportedTypeError for value types.
+    """
+    node = _top(descs, giop_minor)
+    try:
+        mover = _Mover(bytes(data), _segments(len(data), base, (), 0), base, little_endian, giop_minor, text)
+        node.move(mover)
+        return bytes(mover.finish())
+    except (RecursionError, IndexError, struct.error, OverflowError) as exc:
+        raise CDRLayoutError(f"malformed CDR data: {exc}") from None
+
+
+def has_strings(descs: Sequence[Descriptor]) -> bool:
+    """Whether values of ``descs`` can hold a ``string`` (an any may hold anything):
+    only such bodies change with the char code set."""
+    return _reaches(descs, lambda node: isinstance(node, _Any) or (isinstance(node, _Counted) and node.nul))
+
+
 def needs_bounds(descs: Sequence[Descriptor]) -> bool:
     """Whether values of ``descs`` can hold what :class:`Bounds` limits (an any, a
     TypeCode) or what this module cannot walk (value types): only such bodies
     need a walk before they are unmarshaled; for the rest the octets bound all."""
+    return _reaches(descs, lambda node: isinstance(node, (_Any, _TypeCodeValue, _Unsupported)))
+
+
+def _reaches(descs: Sequence[Descriptor], found: Callable[[_Node], bool]) -> bool:
+    """Whether a value of ``descs`` contains a node for which ``found`` holds."""
     seen: set[int] = set()
     todo = [_top(descs, 2)]
     while todo:
@@ -1141,7 +1182,7 @@ def needs_bounds(descs: Sequence[Descriptor]) -> bool:
         if id(node) in seen or isinstance(node, _Fixed):
             continue
         seen.add(id(node))
-        if isinstance(node, (_Any, _TypeCodeValue, _Unsupported)):
+        if found(node):
             return True
         if isinstance(node, _Struct):
             todo.extend(node.parts)

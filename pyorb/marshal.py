@@ -25,6 +25,7 @@ from omniORB import CORBA
 from pyorb import cdrscan, wide
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
+from pyorb.giop.ior import CODE_SET_CODECS, CS_UTF8
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def _padding_free(descs: Iterable[Descriptor], pad: int) -> bool:
     with one string; anything else goes through the scrubber.
     """
     pos = pad
-    items = [_strip_alias(d) for d in descs]
+    items = [_resolve(d) for d in descs]
     for i, desc in enumerate(items):
         kind = desc[0] if isinstance(desc, tuple) else desc
         size = 4 if kind == TV_ENUM else _PRIMITIVE_SIZE.get(kind) if isinstance(desc, int) else None
@@ -100,6 +101,43 @@ def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad
     return (TV_STRUCT, desc, "", "body", *members)
 
 
+# -- char code sets ----------------------------------------------------------
+# omniORB marshals ``string`` in the process's native char code set, UTF-8.
+# A connection whose transmission code set (TCS-C) is another one gets its
+# bodies' strings re-encoded on the way out and in; ``char`` is one octet
+# either way and needs nothing.
+
+
+def _text_out(char_set: int) -> Callable[[bytes], bytes]:
+    codec = CODE_SET_CODECS.get(char_set)
+    if codec is None:
+        raise CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO)
+
+    def encode(utf8: bytes) -> bytes:
+        try:
+            return utf8.decode("utf-8").encode(codec)
+        except UnicodeError:
+            raise CORBA.DATA_CONVERSION(omniORB.DATA_CONVERSION_CannotMapChar, CORBA.COMPLETED_NO,
+                                        f"a string holds a character {codec} cannot encode") from None
+
+    return encode
+
+
+def _text_in(char_set: int) -> Callable[[bytes], bytes]:
+    codec = CODE_SET_CODECS.get(char_set)
+    if codec is None:
+        raise CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO)
+
+    def decode(raw: bytes) -> bytes:
+        try:
+            return raw.decode(codec).encode("utf-8")
+        except UnicodeError:
+            raise CORBA.DATA_CONVERSION(omniORB.DATA_CONVERSION_BadInput, CORBA.COMPLETED_NO,
+                                        f"a string is not valid {codec}") from None
+
+    return decode
+
+
 class BodyCodec:
     """Marshals a fixed list of types (arguments or results) as one body.
 
@@ -108,7 +146,7 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded")
+                 "_bounded", "_strings", "_giop11")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -124,6 +162,10 @@ class BodyCodec:
         # Bodies that can nest without limit (any, TypeCode) or that cdrscan
         # cannot walk (value types) are walked before omniORB unmarshals them.
         self._bounded = cdrscan.needs_bounds(descs)
+        self._strings = cdrscan.has_strings(descs)  # bodies that change with the char code set
+        # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
+        descs11 = tuple(wide.giop11_descriptor(d) for d in descs)
+        self._giop11 = BodyCodec(descs11) if descs11 != descs else None
 
     def _struct(self, pad: int, read: bool = False) -> tuple[tuple[Any, ...], type]:
         struct = self._structs.get((pad, read))
@@ -137,8 +179,25 @@ class BodyCodec:
             self._structs[(pad, read)] = struct
         return struct, self._classes[pad]
 
-    def pack(self, values: tuple[Any, ...], align: int, little_endian: bool) -> bytes:
-        """Marshal ``values`` for a body starting at ``align`` (mod 8)."""
+    def pack(
+        self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int = CS_UTF8, wide11: bool = False,
+    ) -> bytes:
+        """Marshal ``values`` for a body starting at ``align`` (mod 8), strings
+        in the connection's ``char_set`` (DATA_CONVERSION if one holds a
+        character that code set lacks), wide text in the GIOP 1.1 form if
+        ``wide11`` (else the GIOP 1.2 form)."""
+        if wide11 and self._giop11 is not None:
+            if len(values) != self.count:
+                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+            try:
+                units = tuple(wide.to_giop11(d, v) for d, v in zip(self._descs, values))
+            except CORBA.SystemException:
+                raise
+            except Exception as exc:  # a Python value of the wrong type
+                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
+            return self._giop11.pack(units, align, little_endian, char_set)
+        if char_set != CS_UTF8 and self._strings:
+            return self._pack_in(values, align, little_endian, char_set)
         if self._simple and not align & 7 and len(values) == 1:
             # One padding-free value at an aligned start (a ping's stamp, a
             # reply's long): straight to omniORB, nothing to convert or scrub.
@@ -153,9 +212,9 @@ class BodyCodec:
         if len(values) != self.count:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         pad = align % 8
-        if self._objrefs:
-            values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
         try:
+            if self._objrefs:
+                values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
             if self.count == 1 and not pad:  # one value needs no wrapping struct
                 body = _marshal(self._descs[0], values[0], little_endian)
             else:
@@ -169,6 +228,18 @@ class BodyCodec:
         except Exception as exc:  # a Python value of the wrong type
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
         return body if self._padding_free(pad) else self._scrub(body, pad, little_endian)
+
+    def _pack_in(self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int) -> bytes:
+        body = self.pack(values, align, little_endian)
+        try:
+            return cdrscan.transcode_strings(self._descs, body, little_endian, align % 8, _text_out(char_set))
+        except ValueError as exc:
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
+
+    @property
+    def has_wide(self) -> bool:
+        """Whether the GIOP 1.1 form of these values differs from the GIOP 1.2 form (wchar, wstring)."""
+        return self._giop11 is not None
 
     @property
     def has_objrefs(self) -> bool:
@@ -199,7 +270,7 @@ class BodyCodec:
 
     def unpack(
         self, body: bytes, align: int, little_endian: bool, fragment_starts: tuple[int, ...] = (),
-        bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS,
+        bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS, char_set: int = CS_UTF8, wide11: bool = False,
     ) -> tuple[Any, ...]:
         """Unmarshal a body that started at ``align`` (mod 8).
 
@@ -207,10 +278,14 @@ class BodyCodec:
         payloads began: omniORB aligns each relative to its own fragment.
         Bodies that can hold an any or a TypeCode are first checked against
         ``bounds``; one that passes them raises MARSHAL before omniORB's
-        unmarshaler sees it.
+        unmarshaler sees it.  Strings are read in the connection's
+        ``char_set``, wide text in the GIOP 1.1 form if ``wide11``.
         """
         if not self.count:
             return ()
+        if wide11 and self._giop11 is not None:
+            units = self._giop11.unpack(body, align, little_endian, fragment_starts, bounds, char_set)
+            return tuple(wide.from_giop11(d, v) for d, v in zip(self._descs, units))
         pad = align % 8
         if fragment_starts:
             try:
@@ -218,6 +293,11 @@ class BodyCodec:
                 # form in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
                 body = cdrscan.realign_fragments(self._descs, body, little_endian, pad, fragment_starts,
                                                  giop_minor=2, bounds=bounds)
+            except ValueError as exc:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+        if char_set != CS_UTF8 and self._strings:
+            try:
+                body = cdrscan.transcode_strings(self._descs, body, little_endian, pad, _text_in(char_set))
             except ValueError as exc:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         elif self._bounded:
@@ -302,14 +382,17 @@ class Operation:
                                        f"Operation '{self.name}' parameter {i}: {one}")
         return exc
 
-    def pack_user_exception(self, exc: CORBA.UserException, align: int, le: bool) -> bytes:
+    def pack_user_exception(
+        self, exc: CORBA.UserException, align: int, le: bool, char_set: int = CS_UTF8, wide11: bool = False
+    ) -> bytes:
         codec = self._exception_codec(getattr(exc, "_NP_RepositoryId", ""))
         if codec is None:
             raise CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE)
-        return codec.pack((exc,), align, le)
+        return codec.pack((exc,), align, le, char_set, wide11)
 
     def unpack_user_exception(
-        self, body: bytes, align: int, le: bool, bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS
+        self, body: bytes, align: int, le: bool, bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS,
+        char_set: int = CS_UTF8, wide11: bool = False,
     ) -> Exception:
         try:
             repo_id = CDRReader(body, le, base=align).string()
@@ -318,8 +401,15 @@ class Operation:
         codec = self._exception_codec(repo_id)
         if codec is None:
             return cast(Exception, CORBA.UNKNOWN(0, CORBA.COMPLETED_YES))
-        (exc,) = codec.unpack(body, align, le, bounds=bounds)
+        (exc,) = codec.unpack(body, align, le, bounds=bounds, char_set=char_set, wide11=wide11)
         return cast(Exception, exc)
+
+    def convert_exception(self, exc: Exception, convert: ObjrefConverter) -> Exception:
+        """``exc`` (a user exception of this operation) with its object references passed through ``convert``."""
+        desc = self.exceptions.get(getattr(exc, "_NP_RepositoryId", ""))
+        if desc is None or not _has_objref(desc):
+            return exc
+        return cast(Exception, from_omni(desc, exc, convert))
 
     def _exception_codec(self, repo_id: str) -> BodyCodec | None:
         codec = self._exc_codecs.get(repo_id)
@@ -382,10 +472,14 @@ def set_objref_hook(hook: ObjrefHook) -> None:
 # they are cached by identity; the cache keeps each one alive.
 _objref_cache: dict[int, tuple[Descriptor, bool]] = {}
 
+TV_ANY = 11
+TV_INDIRECT = -1
+
 
 def _has_objref(desc: Descriptor) -> bool:
+    """True if a value of ``desc`` can hold an object reference at any depth."""
     if not isinstance(desc, tuple):
-        return False
+        return bool(desc == TV_ANY)  # an any's content is known only per value
     hit = _objref_cache.get(id(desc))
     if hit is None:
         hit = _objref_cache[id(desc)] = (desc, _scan_objref(desc))
@@ -394,7 +488,7 @@ def _has_objref(desc: Descriptor) -> bool:
 
 def _scan_objref(desc: tuple[Any, ...]) -> bool:
     kind = desc[0]
-    if kind == TV_OBJREF:
+    if kind in (TV_OBJREF, TV_INDIRECT):  # a recursive type: the type around it is being scanned
         return True
     if kind in (TV_SEQUENCE, TV_ARRAY):
         return _has_objref(desc[1])
@@ -402,32 +496,75 @@ def _scan_objref(desc: tuple[Any, ...]) -> bool:
         return _has_objref(desc[3])
     if kind in (TV_STRUCT, TV_EXCEPT):
         return any(_has_objref(d) for d in desc[5::2])
+    if kind == TV_UNION:
+        return any(_has_objref(arm[2]) for arm in desc[6])
     return False
 
 
-def _strip_alias(desc: Descriptor) -> Descriptor:
-    while isinstance(desc, tuple) and desc[0] == TV_ALIAS:
-        desc = desc[3]
+def _resolve(desc: Descriptor) -> Descriptor:
+    """``desc`` without aliases and recursion placeholders."""
+    while isinstance(desc, tuple):
+        if desc[0] == TV_ALIAS:
+            desc = desc[3]
+        elif desc[0] == TV_INDIRECT:
+            target = desc[1][0]
+            desc = omniORB.findType(target) if isinstance(target, str) else target
+        else:
+            break
     return desc
 
 
-def to_omni(desc: Descriptor, value: Any) -> Any:
-    """Replace pyorb proxies inside ``value`` by omniORB object references."""
-    if not _has_objref(desc) or value is None:
+Leaf = Callable[[Any, str], Any]
+
+
+def _walk(desc: Descriptor, value: Any, leaf: Leaf) -> Any:
+    """``value`` (of IDL type ``desc``) with every object reference in it,
+    at any depth, replaced by ``leaf(reference, static repository id)``.
+
+    Structs, exceptions and unions are rebuilt as their generated class;
+    an any keeps its TypeCode.  Value types are left as they are (pyorb
+    does not send them).
+    """
+    if value is None or not _has_objref(desc):
         return value
-    desc = _strip_alias(desc)
-    kind = desc[0]
+    desc = _resolve(desc)
+    kind = desc[0] if isinstance(desc, tuple) else desc
     if kind == TV_OBJREF:
-        if isinstance(value, CORBA.Object):
-            return value
-        if isinstance(value, str):  # an IOR string or a corbaloc/corbaname URL
-            return _string_to_object(value)
-        if _to_omni_hook is None:
-            return value
-        return _to_omni_hook(value)
+        return leaf(value, desc[1])
     if kind in (TV_SEQUENCE, TV_ARRAY):
-        return [to_omni(desc[1], v) for v in value]
+        item = desc[1]
+        return [_walk(item, v, leaf) for v in value]
+    if kind in (TV_STRUCT, TV_EXCEPT):
+        names, types = desc[4::2], desc[5::2]
+        return desc[1](*(_walk(d, getattr(value, n), leaf) for n, d in zip(names, types)))
+    if kind == TV_UNION:
+        arm = desc[8].get(value._d, desc[7])
+        if arm is None:  # a discriminant with no member (an implicit default)
+            return value
+        return desc[1](value._d, _walk(arm[2], value._v, leaf))
+    if kind == TV_ANY:
+        if not isinstance(value, CORBA.Any):
+            return value  # not an any: omniORB says BAD_PARAM
+        inner = value._t._d
+        if not _has_objref(inner):
+            return value
+        return CORBA.Any(value._t, _walk(inner, value._v, leaf))
     return value
+
+
+def _omni_ref(value: Any, _static: str) -> Any:
+    if isinstance(value, CORBA.Object):
+        return value
+    if isinstance(value, str):  # an IOR string or a corbaloc/corbaname URL
+        return _string_to_object(value)
+    if _to_omni_hook is None:
+        return value
+    return _to_omni_hook(value)
+
+
+def to_omni(desc: Descriptor, value: Any) -> Any:
+    """Replace pyorb proxies (and IOR strings) anywhere in ``value`` by omniORB object references."""
+    return _walk(desc, value, _omni_ref)
 
 
 def _string_to_object(text: str) -> Any:
@@ -438,13 +575,5 @@ def _string_to_object(text: str) -> Any:
 
 
 def from_omni(desc: Descriptor, value: Any, convert: ObjrefConverter) -> Any:
-    """Replace omniORB object references inside ``value`` using ``convert``."""
-    if not _has_objref(desc) or value is None:
-        return value
-    desc = _strip_alias(desc)
-    kind = desc[0]
-    if kind == TV_OBJREF:
-        return convert(value, desc[1])
-    if kind in (TV_SEQUENCE, TV_ARRAY):
-        return [from_omni(desc[1], v, convert) for v in value]
-    return value
+    """Replace the omniORB object references anywhere in ``value`` using ``convert``."""
+    return _walk(desc, value, convert)

@@ -171,19 +171,29 @@ async def test_locate_request_answers_here_unknown_or_forward(server: Any, versi
     from pyorb.giop.ior import IOR
     from pyorb.giop.messages import LocateRequest, LocateStatus
 
+    from pyorb.giop.cdr import CDRReader
+
     srv, _ = server
     srv.adapter.forward("Moved", IOR.from_string(srv.ior("Q")))
-    data = b"".join(
-        codec.encode(LocateRequest(i, key, version=version)) for i, key in enumerate([b"Q", b"nope", b"Moved"], 1)
-    )
+    keys = [b"Q", b"nope", b"Moved", b"Q"]
+    data = b"".join(codec.encode(LocateRequest(i, key, version=version)) for i, key in enumerate(keys, 1))
     reply = await exchange(srv, data)
-    statuses, pos = {}, 0
+    statuses, targets, pos = {}, {}, 0
     while pos < len(reply):
         size = struct.unpack_from("<I", reply, pos + 8)[0]
         msg = codec.decode(reply[pos : pos + 12], reply[pos + 12 : pos + 12 + size])
         statuses[msg.request_id] = msg.locate_status  # type: ignore[union-attr]
+        if msg.body:  # type: ignore[union-attr]
+            targets[msg.request_id] = IOR.decode(CDRReader(msg.body, msg.little_endian, base=msg.body_offset))  # type: ignore[union-attr]
         pos += 12 + size
-    assert statuses == {1: LocateStatus.OBJECT_HERE, 2: LocateStatus.UNKNOWN_OBJECT, 3: LocateStatus.OBJECT_FORWARD}
+    # A client that has named no code sets may hold a corbaloc reference (no code sets in it): from
+    # GIOP 1.1 on it is forwarded once to the full IOR, which has them; after that the object is here.
+    first = LocateStatus.OBJECT_HERE if version == (1, 0) else LocateStatus.OBJECT_FORWARD
+    assert statuses == {1: first, 2: LocateStatus.UNKNOWN_OBJECT, 3: LocateStatus.OBJECT_FORWARD,
+                        4: LocateStatus.OBJECT_HERE}
+    assert targets[3] == IOR.from_string(srv.ior("Q"))
+    if version != (1, 0):
+        assert targets[1] == IOR.from_string(srv.ior("Q")) and targets[1].iiop.code_sets is not None  # type: ignore[union-attr]
 
 
 @pytest.mark.asyncio

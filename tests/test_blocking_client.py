@@ -75,15 +75,9 @@ def served(loop: LoopThread) -> Iterator[Served]:
 @pytest.fixture
 def types_server(served: Served) -> Iterator[pyorb.Server]:
     """A pyorb server of Interop::Types whose nodes are pyorb objects."""
-
-    async def make_client() -> pyorb.Client:
-        return pyorb.Client()
-
-    client = served.loop.run(make_client())
-    server = served.start(objref_converter=client.from_objref)
-    server.activate(TypesCoroutine(server, client), "Types")
+    server = served.start()
+    server.activate(TypesCoroutine(server), "Types")
     yield server
-    served.loop.run(client.close())
 
 
 @pytest.fixture

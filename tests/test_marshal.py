@@ -93,3 +93,56 @@ def test_result_mapping_and_wrong_values() -> None:
         op("echo_long").args.pack(("not a long",), 0, True)
     with pytest.raises(CORBA.MARSHAL):
         op("echo_string").args.unpack(b"\xff\xff\xff\x7f", 0, True)
+
+
+RECURSIVE_IDL = """
+module DeepRefs {
+  interface Leaf { string name (); };
+  struct Tree;
+  typedef sequence<Tree> Forest;
+  struct Tree { string label; Leaf item; Forest kids; };
+  interface Grower { Tree grow (in Tree t); };
+};
+"""
+
+
+def test_references_at_every_depth_of_a_recursive_type(tmp_path: object) -> None:
+    """IOR strings nested in a recursive struct are sent as references, and the
+    references received are converted with the member's static type, not the IOR's (empty) one."""
+    from pathlib import Path
+
+    from pyorb.giop.ior import build_ior
+
+    idl = Path(str(tmp_path)) / "deep.idl"
+    idl.write_text(RECURSIVE_IDL)
+    deep = pyorb.load_idl(idl).DeepRefs
+    grow = marshal.Operation("grow", deep.Grower._d_grow)
+    assert grow.args.has_objrefs
+
+    def ior(key: bytes) -> str:
+        return build_ior("", "127.0.0.1", 2809, key).to_string()
+
+    tree = deep.Tree("root", ior(b"r"), [deep.Tree("kid", ior(b"k"), [deep.Tree("grandkid", ior(b"g"), [])])])
+    body = grow.args.pack((tree,), 0, True)
+    (back,) = grow.args.unpack(body, 0, True)
+    seen: list[tuple[str, str]] = []
+
+    def convert(ref: object, static: str) -> str:
+        text = marshal.ensure_orb().object_to_string(ref)
+        seen.append((static, text))
+        return f"proxy:{len(seen)}"
+
+    (converted,) = grow.args.convert_objrefs((back,), convert)
+    assert [static for static, _ in seen] == ["IDL:DeepRefs/Leaf:1.0"] * 3
+    assert converted.item == "proxy:1"
+    assert converted.kids[0].item == "proxy:2"
+    assert converted.kids[0].kids[0].item == "proxy:3"
+    assert converted.kids[0].kids[0].label == "grandkid"
+
+
+def test_a_wrong_value_inside_a_struct_with_references_is_bad_param() -> None:
+    label = op("label_holder")
+    with pytest.raises(CORBA.BAD_PARAM):
+        label.args.pack((Interop.Point(1.0, 2.0, "no target member"),), 0, True)
+    with pytest.raises(CORBA.BAD_PARAM):
+        label.args.pack((Interop.Holder("x", 42),), 0, True)

@@ -72,3 +72,55 @@ async def test_a_string_is_accepted_where_a_reference_is_expected() -> None:
         assert await namer.node_name(server.ior("node")) == "untyped"  # an IOR string
         with pytest.raises(CORBA.BAD_PARAM):
             await namer.node_name("not a reference")
+
+
+def _kind(n: Any) -> str:
+    return "pyorb" if isinstance(n, pyorb.ObjectRef) else "omniORB" if isinstance(n, CORBA.Object) else "other"
+
+
+class SyncKind(Interop__POA.Types):  # type: ignore[misc,name-defined]
+    """node_name answers with the kind of reference the servant got."""
+
+    def node_name(self, n: Any) -> str:
+        return _kind(n)
+
+
+class CoroutineKind(Interop__POA.Types):  # type: ignore[misc,name-defined]
+    async def node_name(self, n: Any) -> str:
+        return f"{_kind(n)}:{await n.name()}"
+
+
+class RawKind(Interop__POA.Types):  # type: ignore[misc,name-defined]
+    async def node_name(self, n: Any) -> str:
+        return _kind(n)  # calling an omniORB reference here would block the event loop
+
+
+@pytest.mark.asyncio
+async def test_async_servants_get_the_servers_proxies_by_default() -> None:
+    """No objref_converter and no Client of one's own: a coroutine servant gets a
+    pyorb proxy it can await, a synchronous one an omniORB reference (#11 item 6)."""
+    async with pyorb.Server() as server, pyorb.Client() as client:
+        node_key = server.activate(Node(), "node")
+        local = server.reference(node_key)
+        assert isinstance(local, pyorb.ObjectRef) and await local.name() == "untyped"
+        coro = client.resolve(server.ior(server.activate(CoroutineKind(), "coro")), Interop.Types)
+        sync = client.resolve(server.ior(server.activate(SyncKind(), "sync")), Interop.Types)
+        assert await coro.node_name(local) == "pyorb:untyped"
+        assert await sync.node_name(local) == "omniORB"
+        assert await coro.node_name(server.corbaloc(node_key)) == "pyorb:untyped"
+        own = server.client
+    assert own._closed  # the server's own client closes with it
+
+
+@pytest.mark.asyncio
+async def test_a_shared_client_and_a_converter_keeping_omniorb_references() -> None:
+    async with pyorb.Client() as shared:
+        async with pyorb.Server(client=shared) as server:
+            assert server.client is shared
+            node = server.reference(server.activate(Node(), "node"), Interop.Node)
+            assert await node.name() == "untyped"
+        assert not shared._closed  # given, so not the server's to close
+    async with pyorb.Server(objref_converter=lambda ref, _static: ref) as server, pyorb.Client() as client:
+        server.activate(Node(), "node")
+        raw = client.resolve(server.ior(server.activate(RawKind(), "raw")), Interop.Types)
+        assert await raw.node_name(server.ior("node")) == "omniORB"

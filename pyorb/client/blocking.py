@@ -44,8 +44,8 @@ from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for, sta
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import IOR, parse_reference
-from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply, Version
+from pyorb.giop.ior import IOR
+from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply
 from pyorb.marshal import Operation, ensure_orb
 
 log = logging.getLogger(__name__)
@@ -96,10 +96,13 @@ class BlockingConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock, config)
 
-    def call(
-        self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version, deadline: float | None
-    ) -> Reply | None:
-        """Send a request and wait for its reply (None for a oneway call)."""
+    @property
+    def writer(self) -> RequestWriter:
+        """What the connection's requests share, the code sets chosen for it among them."""
+        return self._writer
+
+    def call(self, op: Operation, args: tuple[Any, ...], route: Route, deadline: float | None) -> Reply | None:
+        """Send a request to ``route``'s object and wait for its reply (None for a oneway call)."""
         wait = _remaining(deadline)
         if not self._lock.acquire(timeout=-1 if wait is None else max(wait, 0)):
             raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # other callers held the connection
@@ -108,7 +111,7 @@ class BlockingConnection:
                 raise StaleConnection()
             if deadline is not None and time.monotonic() >= deadline:
                 raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # before the writer counts a request
-            rid, data = self._writer.request(op, args, object_key, version)
+            rid, data = self._writer.request(op, args, route.key, route.version, route.code_sets, route.orb_type)
             self._send(data, deadline)
             return None if op.oneway else self._await_reply(rid, deadline)
         finally:
@@ -282,20 +285,25 @@ class BlockingClient:
         for _hop in range(self.config.max_forwards + 1):
             if route is None:
                 raise CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO)
-            reply = self._request(route, op, args, deadline)
+            reply, writer = self._request(route, op, args, deadline)
             if reply is None:
                 return CallResult(None, 0)
             try:
-                return CallResult(reply_result(op, reply, self.from_objref, self.value_bounds), len(reply.body))
+                result = reply_result(op, reply, self.from_objref, self.value_bounds, writer.char_set,
+                                      writer.wide_giop11)
+                return CallResult(result, len(reply.body))
             except LocationForward as fwd:
                 route = self.route(fwd.target)
         raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)  # a forwarding loop
 
-    def _request(self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None) -> Reply | None:
+    def _request(
+        self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None
+    ) -> tuple[Reply | None, RequestWriter]:
+        """The reply (None for a oneway call) and the writer (code sets) of the connection it came on."""
         for _attempt in range(2):
             conn, reached = self._reachable(route, deadline)
             try:
-                return conn.call(op, args, reached.key, reached.version, deadline)
+                return conn.call(op, args, reached, deadline), conn.writer
             except StaleConnection:
                 pass  # another caller lost it while we waited: safe to use a new one
         raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)

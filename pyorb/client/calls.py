@@ -19,9 +19,23 @@ from pyorb.config import Config
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import CS_UTF8, CS_UTF16, IOR, IIOPProfile, code_sets_context, parse_reference
+from pyorb.giop.ior import (
+    CS_ISO8859_1,
+    CS_UTF8,
+    CS_UTF16,
+    IOR,
+    CodeSetIncompatible,
+    CodeSetsInfo,
+    IIOPProfile,
+    ORB_TYPE_OMNIORB,
+    code_set_name,
+    code_sets_context,
+    negotiate,
+    parse_reference,
+)
 from pyorb.giop.messages import (
     GIOP_1_0,
+    GIOP_1_1,
     GIOP_1_2,
     SYNC_NONE,
     SYNC_WITH_TARGET,
@@ -39,18 +53,49 @@ log = logging.getLogger(__name__)
 _CODE_SETS = (code_sets_context(CS_UTF8, CS_UTF16),)
 
 
+def choose_code_sets(version: Version, server: CodeSetsInfo | None) -> tuple[int, tuple[ServiceContext, ...]]:
+    """The char transmission code set of a new connection, and the contexts
+    that tell the server, from the first request's GIOP version and its
+    target's code sets (CODESET_INCOMPATIBLE if there is no common one).
+
+    GIOP 1.0 has no negotiation: ISO-8859-1, as CORBA says.  A reference
+    with code sets gets CORBA's negotiation.  One without (made from a
+    corbaloc URL, or an IIOP 1.0 profile) would mean ISO-8859-1 and no wide
+    text; pyorb instead names UTF-8 and UTF-16 in its context, which every
+    ORB that reads contexts (omniORB, TAO, JacORB, pyorb) honours, so text
+    is not limited by how the reference was made.
+    """
+    if version == GIOP_1_0:
+        return CS_ISO8859_1, ()
+    if server is None:
+        return CS_UTF8, _CODE_SETS
+    try:
+        tcs_c, tcs_w = negotiate(server)
+    except CodeSetIncompatible as exc:
+        raise CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO, str(exc)) from None
+    if (tcs_c, tcs_w) == (CS_UTF8, CS_UTF16):
+        return CS_UTF8, _CODE_SETS
+    return tcs_c, (code_sets_context(tcs_c, tcs_w),)
+
+
 class RequestWriter:
     """Encodes the requests of one client connection.
 
     It owns what the connection's requests share: the request id counter and
-    whether the code sets context has gone out yet.
+    the transmission code sets, chosen with the first request (whose
+    CodeSets context tells the server) and kept for the connection's life.
     """
 
-    __slots__ = ("_next_id", "_code_sets_sent", "little_endian", "max_message_size")
+    __slots__ = ("_next_id", "_chosen", "char_set", "wide_giop11", "little_endian", "max_message_size")
 
     def __init__(self, config: Config) -> None:
         self._next_id = 1
-        self._code_sets_sent = False
+        self._chosen = False
+        self.char_set = CS_UTF8
+        """The char transmission code set (an OSF id) once a request has gone out."""
+        self.wide_giop11 = True
+        """GIOP 1.1 wide text in the standard GIOP 1.1 form (False: GIOP 1.2's, which omniORB
+        servers want), chosen with the first request from the server's TAG_ORB_TYPE."""
         self.little_endian = config.little_endian
         self.max_message_size = config.max_message_size
 
@@ -59,22 +104,30 @@ class RequestWriter:
         self._next_id = (rid + 1) & 0xFFFFFFFF or 1
         return rid
 
-    def request(self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version) -> tuple[int, bytes]:
+    def request(
+        self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version,
+        code_sets: CodeSetsInfo | None = None, orb_type: int | None = None,
+    ) -> tuple[int, bytes]:
         """The request id and bytes of a call of ``op``.
 
-        Raises a CORBA system exception (completed NO) if the arguments do
-        not marshal, or MARSHAL if the message exceeds max_message_size.
+        ``code_sets`` are the target's (from its IOR profile): the first
+        request of the connection chooses its code sets from them.  Raises a
+        CORBA system exception (completed NO) if the arguments do not
+        marshal (DATA_CONVERSION for text the code set cannot carry), or
+        MARSHAL if the message exceeds max_message_size.
         """
+        contexts: tuple[ServiceContext, ...] = ()
+        cs, wide11 = self.char_set, self.wide_giop11
+        if not self._chosen:
+            # CORBA sends the negotiated code sets once, with the first request.
+            cs, contexts = choose_code_sets(version, code_sets)
+            wide11 = orb_type != ORB_TYPE_OMNIORB
         rid = self._request_id()
         le = self.little_endian
-        contexts: tuple[ServiceContext, ...] = ()
-        if not self._code_sets_sent and version != GIOP_1_0:
-            # CORBA sends the negotiated code sets once, with the first request.
-            contexts = _CODE_SETS
         flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
         if version == GIOP_1_2:
             try:
-                body = op.args.pack(args, 0, le)
+                body = op.args.pack(args, 0, le, cs)
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
             if contexts:
@@ -84,14 +137,16 @@ class RequestWriter:
         else:
             probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
             try:
-                body = op.args.pack(args, codec.body_offset(probe), le)
+                body = op.args.pack(args, codec.body_offset(probe), le, cs, wide11 and version == GIOP_1_1)
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
             data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         if len(data) > self.max_message_size:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
-        if contexts:
-            self._code_sets_sent = True
+        if not self._chosen:
+            self.char_set, self.wide_giop11, self._chosen = cs, wide11, True
+            if cs != CS_UTF8:
+                log.debug("connection's char code set: %s", code_set_name(cs))
         return rid, data
 
     def cancel(self, request_id: int) -> bytes:
@@ -118,25 +173,32 @@ class LocationForward(Exception):
 
 
 def reply_result(
-    op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS
+    op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS,
+    char_set: int = CS_UTF8, wide_giop11: bool = False,
 ) -> Any:
     """The value a reply to ``op`` carries (see Operation.result_value).
 
     Raises the user or system exception the reply carries, MARSHAL
     (completed YES) if it cannot be decoded, and :class:`LocationForward`
     for a LOCATION_FORWARD.  ``convert`` turns the omniORB object
-    references of a result into the client's proxies.
+    references of a result into the client's proxies; strings are read in
+    the connection's ``char_set``, GIOP 1.1 wide text in the standard GIOP
+    1.1 form if ``wide_giop11``.
     """
     status = reply.reply_status
+    wide11 = wide_giop11 and reply.version == GIOP_1_1
     if status in (ReplyStatus.LOCATION_FORWARD, ReplyStatus.LOCATION_FORWARD_PERM):
         raise LocationForward(_forward_target(op, reply))
     try:
         if status is ReplyStatus.NO_EXCEPTION:
             results = op.results
-            values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts, bounds)
+            values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts, bounds,
+                                    char_set, wide11)
             return op.result_value(results.convert_objrefs(values, convert))
         if status is ReplyStatus.USER_EXCEPTION:
-            error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian, bounds)
+            error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian, bounds,
+                                                        char_set, wide11)
+            error = op.convert_exception(error, convert)
         elif status is ReplyStatus.SYSTEM_EXCEPTION:
             error = marshal.unpack_system_exception(reply.body, reply.body_offset, reply.little_endian)
         else:  # NEEDS_ADDRESSING_MODE: we already send the simplest form
@@ -229,6 +291,10 @@ class Route(NamedTuple):
     key: bytes
     version: Version
     fallbacks: tuple[Route, ...] = ()
+    code_sets: CodeSetsInfo | None = None
+    """The profile's TAG_CODE_SETS (None without one, or if it is malformed)."""
+    orb_type: int | None = None
+    """The profile's TAG_ORB_TYPE (None without one, or if it is malformed)."""
 
     def next(self) -> Route | None:
         """The route to try once this one's endpoint refused or did not answer."""
@@ -251,8 +317,16 @@ def route_for(target: IOR, highest: Version) -> Route | None:
         if not isinstance(profile, IIOPProfile):
             continue
         version: Version = min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[assignment]
+        try:
+            code_sets = profile.code_sets
+        except ProtocolError:
+            code_sets = None  # as if absent: the component is advice
+        try:
+            orb_type = profile.orb_type
+        except ProtocolError:
+            orb_type = None
         for endpoint in ((profile.host, profile.port), *profile.alternate_addresses):
-            route = Route(endpoint, profile.object_key, version)
+            route = Route(endpoint, profile.object_key, version, code_sets=code_sets, orb_type=orb_type)
             if route not in routes:
                 routes.append(route)
     if not routes:

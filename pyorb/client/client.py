@@ -117,7 +117,7 @@ class Client:
             return
         conn = self._conns.get(route.endpoint)
         if conn is not None and conn.is_open:
-            conn.start(inv, route.key, route.version)
+            conn.start(inv, route)
             return
         # Calls made while the connection opens wait in one list per endpoint:
         # a first burst of N calls costs one task, not N.
@@ -137,7 +137,7 @@ class Client:
             if inv.future.done():  # timed out or cancelled while waiting
                 continue
             if conn is not None:
-                conn.start(inv, route.key, route.version)
+                conn.start(inv, route)
                 continue
             assert failure is not None
             fallback = route.next()

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Callable
 from omniORB import CORBA
 
 from pyorb.aio.protocol import GIOPProtocol
-from pyorb.client.calls import RequestWriter
+from pyorb.client.calls import RequestWriter, Route
 from pyorb.giop.connection import Role
-from pyorb.giop.messages import CloseConnection, LocateReply, Message, MessageError, Reply, Version
+from pyorb.giop.messages import CloseConnection, LocateReply, Message, MessageError, Reply
 
 if TYPE_CHECKING:
     from pyorb.client.invocation import Invocation
@@ -29,8 +29,8 @@ class ClientConnection(GIOPProtocol):
         self._on_closed = on_closed
 
     # -- sending ---------------------------------------------------------------
-    def start(self, inv: Invocation, object_key: bytes, version: Version) -> None:
-        """Send ``inv`` on this connection and register it for the reply."""
+    def start(self, inv: Invocation, route: Route) -> None:
+        """Send ``inv`` on this connection (to ``route``'s object) and register it for the reply."""
         if not self.is_open:
             inv.fail(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO))
             return
@@ -39,7 +39,7 @@ class ClientConnection(GIOPProtocol):
             inv.fail(CORBA.IMP_LIMIT(0, CORBA.COMPLETED_NO))
             return
         try:
-            rid, data = self.writer.request(inv.op, inv.args, object_key, version)
+            rid, data = self.writer.request(inv.op, inv.args, route.key, route.version, route.code_sets, route.orb_type)
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return

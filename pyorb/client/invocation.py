@@ -80,8 +80,13 @@ class Invocation:
         if self.future.done():
             return
         try:
-            bounds = self.conn.value_bounds if self.conn is not None else cdrscan.DEFAULT_BOUNDS
-            value = reply_result(self.op, reply, self.convert, bounds)
+            conn = self.conn
+            if conn is not None:
+                writer = conn.writer
+                value = reply_result(self.op, reply, self.convert, conn.value_bounds, writer.char_set,
+                                     writer.wide_giop11)
+            else:
+                value = reply_result(self.op, reply, self.convert, cdrscan.DEFAULT_BOUNDS)
         except LocationForward as fwd:
             self.forwards += 1
             self.retarget(self, fwd.target)

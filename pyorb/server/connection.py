@@ -14,9 +14,11 @@ from pyorb.aio.protocol import GIOPProtocol
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import Role
-from pyorb.giop.ior import IOR
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.ior import CHAR_CONVERSIONS, CS_ISO8859_1, IOR, code_set_name, parse_code_sets_context
 from pyorb.giop.messages import (
     GIOP_1_0,
+    GIOP_1_1,
     CancelRequest,
     CloseConnection,
     LocateReply,
@@ -26,6 +28,7 @@ from pyorb.giop.messages import (
     MessageError,
     ReplyStatus,
     Request,
+    SC_CODE_SETS,
 )
 from pyorb.server.adapter import BUILTIN_NAMES, IS_A, ObjectAdapter
 from pyorb.server.dispatch import Call
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ObjrefConverter = Callable[[Any, str], Any]
+_MAX_INTRODUCTIONS = 1024
+"""LocateRequests of one connection forwarded to the full IOR before it names code sets."""
 
 
 def _ior_body(target: IOR, le: bool, align: int) -> bytes:
@@ -51,7 +56,8 @@ class ServerConnection(GIOPProtocol):
     """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
 
     __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "waiting", "max_message_size", "in_flight",
-                 "draining", "_refuse", "_version", "unsent", "parked")
+                 "draining", "_refuse", "_version", "unsent", "parked", "char_set", "code_sets_chosen", "_reference",
+                 "_introduced", "_relocating", "wide_giop11")
 
     def __init__(
         self,
@@ -62,6 +68,7 @@ class ServerConnection(GIOPProtocol):
         load: ServerLoad,
         inbox: ReplyInbox,
         refuse: bool = False,
+        reference: Callable[[bytes], IOR] | None = None,
     ) -> None:
         super().__init__(Role.SERVER, config)
         self.adapter = adapter
@@ -78,6 +85,17 @@ class ServerConnection(GIOPProtocol):
         self._version = GIOP_1_0  # of the last request: CloseConnection speaks it
         self.unsent = 0  # reply bytes made on threads, not yet queued here (ReplyInbox keeps it)
         self.parked = False  # a strategy holds our queued calls until we are not congested
+        # The transmission code set for char data: ISO-8859-1 until the client
+        # names one in a CodeSets context, as CORBA says (GIOP 1.0, or a client
+        # whose reference carried no code sets, never names one).
+        self.char_set = CS_ISO8859_1
+        self.code_sets_chosen = False
+        self._reference = reference  # the full IOR of a served key, for LocateRequest
+        self._introduced = 0  # LocateRequests answered OBJECT_FORWARD to the object's full IOR
+        self._relocating: set[bytes] | None = None  # keys forwarded, whose next LocateRequest checks the full IOR
+        # The form of wide text in GIOP 1.1 requests: the standard one (JacORB) or
+        # GIOP 1.2's (omniORB); None until a GIOP 1.1 request with wide text shows it.
+        self.wide_giop11: bool | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -105,6 +123,8 @@ class ServerConnection(GIOPProtocol):
         if req.addressing_disposition:
             self._needs_addressing_mode(req)
             return
+        if req.service_contexts and not self.code_sets_chosen and not self._choose_code_sets(req):
+            return
         found = self.adapter.lookup(req.object_key)
         if found is None:
             self._not_here(req)
@@ -115,9 +135,17 @@ class ServerConnection(GIOPProtocol):
             return
         entry = route.entry
         op = entry.op
+        wide11 = False
+        if req.version == GIOP_1_1 and op.args.has_wide:
+            wide11 = self._wide_form(op, req)
         try:
             args = op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
-                                  self.value_bounds)
+                                  self.value_bounds, self.char_set, wide11)
+        except CORBA.DATA_CONVERSION as exc:
+            log.warning("cannot read the arguments of %s from %s in %s: %s", op.name, self.peer,
+                        code_set_name(self.char_set), exc)
+            self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO))
+            return
         except CORBA.SystemException as exc:
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
             self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO))
@@ -148,6 +176,47 @@ class ServerConnection(GIOPProtocol):
             if self.waiting is None:
                 self.waiting = {}
             self.waiting[req.request_id] = call
+
+    def _wide_form(self, op: marshal.Operation, req: Request) -> bool:
+        """True if this connection's GIOP 1.1 wide text is in the standard GIOP 1.1
+        form, found from the first request that has some: a body that reads in
+        that form (every wstring null-terminated, nothing left over) is taken as it."""
+        if self.wide_giop11 is None:
+            try:
+                op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
+                               self.value_bounds, self.char_set, True)
+                self.wide_giop11 = True
+            except CORBA.SystemException:
+                self.wide_giop11 = False
+            log.debug("client %s sends GIOP 1.1 wide text in the GIOP %s form", self.peer,
+                      "1.1" if self.wide_giop11 else "1.2")
+        return self.wide_giop11
+
+    def _choose_code_sets(self, req: Request) -> bool:
+        """Take the transmission code sets from the request's CodeSets context, if
+        it has one; False (the request answered CODESET_INCOMPATIBLE) for a
+        char code set pyorb does not convert.  A malformed context is ignored
+        (logged): the defaults stay, as if the client had sent none."""
+        for context in req.service_contexts:
+            if context.context_id != SC_CODE_SETS:
+                continue
+            try:
+                tcs_c, _tcs_w = parse_code_sets_context(context.data)
+            except ProtocolError as exc:
+                log.warning("client %s sent a malformed CodeSets context (ignored): %s", self.peer, exc.reason)
+                continue
+            if tcs_c == 0:  # no char code set named: the default stays
+                tcs_c = CS_ISO8859_1
+            elif tcs_c not in CHAR_CONVERSIONS:
+                log.warning("client %s chose char code set %s, which pyorb does not convert",
+                            self.peer, code_set_name(tcs_c))
+                self._system_exception(req, CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO))
+                return False
+            # Wide text is UTF-16 whatever the context says: omniORB's marshaler
+            # has no other wchar code set, and every ORB offers UTF-16.
+            self.char_set = tcs_c
+            self.code_sets_chosen = True
+        return True
 
     def _task_done(self, call: Call, task: asyncio.Task[None]) -> None:
         if self.tasks is not None:
@@ -202,6 +271,11 @@ class ServerConnection(GIOPProtocol):
         target = self.adapter.forwarded(req.object_key)
         if self.adapter.lookup(req.object_key) is not None:
             status = LocateStatus.OBJECT_HERE
+            target = self._introduction(req)
+            if target is not None:
+                status = LocateStatus.OBJECT_FORWARD
+                probe = LocateReply(req.request_id, status, b"", req.version, le)
+                body = _ior_body(target, le, codec.body_offset(probe))
         elif target is not None:
             status = LocateStatus.OBJECT_FORWARD
             probe = LocateReply(req.request_id, status, b"", req.version, le)
@@ -209,6 +283,34 @@ class ServerConnection(GIOPProtocol):
         else:
             status = LocateStatus.UNKNOWN_OBJECT
         self.send(codec.encode(LocateReply(req.request_id, status, body, req.version, le)))
+
+    def _introduction(self, req: LocateRequest) -> IOR | None:
+        """The full IOR to forward a LocateRequest for a served object to, if any.
+
+        A client that has named no code sets on this connection may hold a
+        reference made from a corbaloc URL, which carries none: forwarded to
+        the object's full IOR (as JacORB does), it learns them and can send
+        UTF-8 and wide text.  omniORB locates every such reference before
+        its first call on it, then locates the IOR it was forwarded to: that
+        next LocateRequest for the key is told OBJECT_HERE, the one after
+        (another corbaloc reference) is forwarded again.  Once the client
+        names code sets, or after a bounded number of forwards (a client
+        that ignores them cannot loop for ever), the answer is OBJECT_HERE.
+        """
+        if self._reference is None or self.code_sets_chosen or req.version == GIOP_1_0:
+            return None
+        relocating = self._relocating
+        if relocating is None:
+            relocating = self._relocating = set()
+        key = req.object_key
+        if key in relocating:
+            relocating.discard(key)
+            return None
+        if self._introduced >= _MAX_INTRODUCTIONS:
+            return None
+        self._introduced += 1
+        relocating.add(key)
+        return self._reference(key)
 
     def _cancel(self, request_id: int) -> None:
         task = self.tasks.pop(request_id, None) if self.tasks is not None else None

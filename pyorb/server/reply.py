@@ -12,7 +12,7 @@ from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.giop import codec
-from pyorb.giop.messages import GIOP_1_2, Reply, ReplyStatus, Version
+from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, Reply, ReplyStatus, Version
 
 if TYPE_CHECKING:
     from pyorb.marshal import Operation
@@ -91,6 +91,10 @@ class Channel(Protocol):
     """Bytes of replies made on other threads and not yet queued on the loop (kept by ReplyInbox)."""
     parked: bool
     """A strategy holds this connection's queued calls until it is no longer :attr:`congested`."""
+    char_set: int
+    """The transmission code set of the connection's ``string`` data (an OSF code set id)."""
+    wide_giop11: bool | None
+    """The client's GIOP 1.1 wide text is in the standard GIOP 1.1 form (False: GIOP 1.2's; None: not seen)."""
 
     @property
     def congested(self) -> bool:
@@ -183,14 +187,20 @@ class ReplySink:
             return
         op = self.op
         le = self.little_endian
+        cs = self.channel.char_set
         failed = False
         try:
             values = op.result_tuple(value)
             if self.version == GIOP_1_2:  # the common case, without a closure
-                body = op.results.pack(values, 0, le)
+                body = op.results.pack(values, 0, le, cs)
                 data = codec.encode_reply_12(self.request_id, 0, body, le)  # 0: NO_EXCEPTION
             else:
-                data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le))
+                wide11 = self.version == GIOP_1_1 and bool(self.channel.wide_giop11)
+                data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le, cs, wide11))
+        except CORBA.DATA_CONVERSION as exc:  # text the connection's char code set cannot carry
+            log.warning("operation %s returned text the client's code set cannot carry: %s", op.name, exc)
+            data = self._system_bytes(CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_YES))
+            failed = True
         except CORBA.MARSHAL as exc:  # a value pyorb cannot scrub: refused, never sent raw
             log.error("operation %s returned a value pyorb cannot send: %s", op.name, exc)
             data = self._system_bytes(CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES))
@@ -231,8 +241,14 @@ class ReplySink:
 
     def exception_bytes(self, exc: BaseException) -> bytes:
         if isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions:
-            le = self.little_endian
-            return self._encode(ReplyStatus.USER_EXCEPTION, lambda a: self.op.pack_user_exception(exc, a, le))
+            le, cs = self.little_endian, self.channel.char_set
+            wide11 = self.version == GIOP_1_1 and bool(self.channel.wide_giop11)
+            try:
+                return self._encode(ReplyStatus.USER_EXCEPTION,
+                                    lambda a: self.op.pack_user_exception(exc, a, le, cs, wide11))
+            except CORBA.SystemException as error:  # e.g. text the connection's char code set cannot carry
+                log.warning("%s raised %s, which cannot be sent: %s", self.op.name, type(exc).__name__, error)
+                return self._system_bytes(type(error)(error.minor, CORBA.COMPLETED_YES))
         if isinstance(exc, CORBA.SystemException):
             return self._system_bytes(exc)
         return self._system_bytes(CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE))

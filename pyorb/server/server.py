@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import logging
 import os
 import signal
 from types import TracebackType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol, cast
 
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
@@ -31,6 +32,28 @@ ACCEPT_BACKLOG = 64
 and a refused one holds its descriptor for a few loop iterations until it is closed."""
 REFUSAL_RESERVE = 3 * ACCEPT_BACKLOG
 """Descriptors kept free for connections being accepted and refused at once."""
+
+
+class ProxyMaker(Protocol):
+    """What a server needs of a client to hand its servants references:
+    ``pyorb.Client`` is one."""
+
+    def from_objref(self, omni_ref: Any, interface: Any = None) -> Any: ...
+
+    def resolve(self, ref: Any, interface: Any = None) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+DEFAULT_PROXY_MAKER = "pyorb.client.client:Client"
+"""The class a server makes its own proxy maker from, named by import path:
+the server package never imports the client package, the application
+(which uses both) ties them together at run time."""
+
+
+def _default_proxy_maker(config: Config) -> ProxyMaker:
+    module, _, name = DEFAULT_PROXY_MAKER.partition(":")
+    return cast(ProxyMaker, getattr(importlib.import_module(module), name)(config))
 
 
 def _unchanged(ref: Any, _static: str) -> Any:
@@ -93,11 +116,15 @@ class Server:
     choose another per servant or per operation.  An unknown spec raises
     ValueError here.
 
-    Object references that arrive as arguments of coroutine and AMH servants
-    pass through ``objref_converter`` (``Client.from_objref`` turns them into
-    pyorb proxies of the parameter's IDL type: it is called with the
-    reference and that type's repository id); synchronous servants get
-    omniORB references unchanged.
+    Object references that coroutine and AMH servants receive, at any depth
+    of their arguments, are pyorb proxies of the parameter's (or member's)
+    IDL type, made by the server's own client (:attr:`client`; pass
+    ``client=`` to share one), so awaiting them never blocks the event loop.
+    ``objref_converter`` replaces that conversion: it is called with the
+    omniORB reference and the static type's repository id
+    (``lambda ref, _: ref`` keeps omniORB references).  Synchronous
+    servants run on threads and get omniORB references unchanged.
+    :meth:`reference` gives a proxy of an object this server activated.
 
     ``reuse_port`` lets several processes accept on one port (SO_REUSEPORT),
     each with its own event loop: AMH on more than one core.
@@ -110,7 +137,8 @@ class Server:
         *,
         config: Config = DEFAULT_CONFIG,
         strategy: str | Strategy | None = None,
-        objref_converter: Callable[[Any], Any] | None = None,
+        objref_converter: Callable[..., Any] | None = None,
+        client: ProxyMaker | None = None,
         reuse_port: bool = False,
     ) -> None:
         if not 0 <= port <= 65535:
@@ -120,7 +148,9 @@ class Server:
         self._host = host
         self._port = port
         self._reuse_port = reuse_port
-        self._convert = _with_static_type(objref_converter)
+        self._client = client
+        self._owns_client = client is None
+        self._convert = self._to_proxy if objref_converter is None else _with_static_type(objref_converter)
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._inbox: ReplyInbox | None = None
@@ -152,7 +182,8 @@ class Server:
         if len(self.connections) >= self.load.max_connections:
             return ServerConnection(self.config, self.adapter, self._convert, _untracked, self.load,
                                     self._inbox, refuse=True)
-        conn = ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox)
+        conn = ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
+                                reference=self._full_ior)
         self.connections.add(conn)
         return conn
 
@@ -203,6 +234,9 @@ class Server:
         # and not for long (they are daemon threads; a stuck servant is logged).
         joining = asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
         await asyncio.wait([joining], timeout=1.0)
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
 
     async def serve_forever(self, grace: float = 5.0) -> None:
         """Serve until SIGTERM or SIGINT, then :meth:`close` with ``grace``.
@@ -275,6 +309,23 @@ class Server:
             len(self.connections),
         )
 
+    # -- references for servants ---------------------------------------------
+    @property
+    def client(self) -> ProxyMaker:
+        """The client that makes this server's proxies (made on first use unless one was given)."""
+        if self._client is None:
+            self._client = _default_proxy_maker(self.config)
+        return self._client
+
+    def _to_proxy(self, ref: Any, static: str) -> Any:
+        return self.client.from_objref(ref, static)
+
+    def reference(self, key: bytes | str, interface: Any = None) -> Any:
+        """A pyorb proxy of the object this server serves under ``key``, typed
+        by ``interface`` (a stub or typed proxy class; default: the servant's
+        IDL type).  A servant returns it, passes it on or calls it."""
+        return self.client.resolve(self.ior(key), interface)
+
     def deactivate(self, key: bytes | str) -> None:
         self.adapter.deactivate(key)
 
@@ -283,8 +334,10 @@ class Server:
 
     def ior(self, key: bytes | str) -> str:
         """The stringified IOR of the object under ``key`` (GIOP 1.2, UTF-8 code sets)."""
-        k = self._key(key)
-        return iors.build_ior(self.adapter.type_id(k), self._host, self._port, k).to_string()
+        return self._full_ior(self._key(key)).to_string()
+
+    def _full_ior(self, key: bytes) -> iors.IOR:
+        return iors.build_ior(self.adapter.type_id(key), self._host, self._port, key)
 
     def corbaloc(self, key: bytes | str) -> str:
         return iors.to_corbaloc(self._host, self._port, self._key(key))

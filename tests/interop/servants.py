@@ -38,11 +38,10 @@ class _Echoes:
 
 
 class TypesCoroutine(_Echoes, Interop__POA.Types):
-    """Coroutine style; object references arrive as pyorb proxies."""
+    """Coroutine style; object references arrive as pyorb proxies (the server's default)."""
 
-    def __init__(self, server: pyorb.Server, client: pyorb.Client) -> None:
+    def __init__(self, server: pyorb.Server) -> None:
         self.server = server
-        self.client = client
         self.last = ""
 
     async def directions(self, a: int, b: int) -> tuple[int, int, int]:
@@ -64,8 +63,7 @@ class TypesCoroutine(_Echoes, Interop__POA.Types):
         raise CORBA.BAD_PARAM(42, CORBA.COMPLETED_NO)
 
     def _node(self, name: str) -> Any:
-        key = self.server.activate(Node(name))
-        return self.client.resolve(self.server.ior(key), Interop.Node)
+        return self.server.reference(self.server.activate(Node(name)))
 
     async def make_node(self, name: str) -> Any:
         return self._node(name)
@@ -76,6 +74,26 @@ class TypesCoroutine(_Echoes, Interop__POA.Types):
     async def nodes(self, count: int) -> list[Any]:
         return [self._node(f"node{i}") for i in range(count)]
 
+    async def label_holder(self, h: Any) -> Any:
+        return Interop.Holder(await h.target.name(), h.target)
+
+    async def label_pair(self, p: list[Any]) -> list[Any]:
+        return [Interop.Holder(await n.name(), n) for n in p]
+
+    async def flip_variant(self, v: Any) -> Any:
+        if v._d:
+            return Interop.NodeOrName(name=await v.ref.name())
+        return Interop.NodeOrName(ref=self._node(v.name))
+
+    async def flip_any(self, a: Any) -> Any:
+        value = a.value()
+        if isinstance(value, str):
+            return CORBA.Any(Interop._tc_Node, self._node(value))
+        return CORBA.Any(CORBA.TC_string, await value.name())
+
+    async def raise_node_error(self, n: Any) -> None:
+        raise Interop.NodeError(await n.name(), n)
+
     async def fire(self, v: str) -> None:
         self.last = v
 
@@ -84,9 +102,14 @@ class TypesCoroutine(_Echoes, Interop__POA.Types):
 
 
 class TypesAMH(_Echoes, pyorb.amh_skeleton(Interop__POA.Types)):  # type: ignore[misc]
-    """AMH style: every reply goes through the response handler, some later."""
+    """AMH style: every reply goes through the response handler, some later.
 
-    def __init__(self) -> None:
+    References arrive as pyorb proxies; the reference-making operations
+    need a server to activate nodes on.
+    """
+
+    def __init__(self, server: pyorb.Server | None = None) -> None:
+        self.server = server
         self.last = ""
 
     def _later(self, fn: Any, *args: Any) -> None:
@@ -119,6 +142,44 @@ class TypesAMH(_Echoes, pyorb.amh_skeleton(Interop__POA.Types)):  # type: ignore
 
     def raise_system(self, rh: Any) -> None:
         rh.raise_exception(CORBA.BAD_PARAM(42, CORBA.COMPLETED_NO))
+
+    def _node(self, name: str) -> Any:
+        if self.server is None:
+            raise CORBA.NO_IMPLEMENT(0, CORBA.COMPLETED_NO)
+        return self.server.reference(self.server.activate(Node(name)))
+
+    def make_node(self, rh: Any, name: str) -> None:
+        self._later(rh.make_node, self._node(name))
+
+    async def node_name(self, rh: Any, n: Any) -> None:
+        rh.node_name(await n.name())
+
+    def nodes(self, rh: Any, count: int) -> None:
+        rh.nodes([self._node(f"node{i}") for i in range(count)])
+
+    async def label_holder(self, rh: Any, h: Any) -> None:
+        rh.label_holder(Interop.Holder(await h.target.name(), h.target))
+
+    async def label_pair(self, rh: Any, p: list[Any]) -> None:
+        rh.label_pair([Interop.Holder(await n.name(), n) for n in p])
+
+    async def flip_variant(self, rh: Any, v: Any) -> None:
+        if v._d:
+            rh.flip_variant(Interop.NodeOrName(name=await v.ref.name()))
+        else:
+            rh.flip_variant(Interop.NodeOrName(ref=self._node(v.name)))
+
+    async def flip_any(self, rh: Any, a: Any) -> None:
+        value = a.value()
+        if isinstance(value, str):
+            rh.flip_any(CORBA.Any(Interop._tc_Node, self._node(value)))
+        else:
+            rh.flip_any(CORBA.Any(CORBA.TC_string, await value.name()))
+
+    async def raise_node_error(self, rh: Any, n: Any) -> None:
+        # Later, through the handler, with the received proxy inside the exception.
+        name = await n.name()
+        self._later(rh.raise_node_error_excep, Interop.NodeError(name, n))
 
     def fire(self, rh: Any, v: str) -> None:
         self.last = v

@@ -521,6 +521,32 @@ def nodes(ctx: Context) -> str:
     return "3 references"
 
 
+@case("refs_in_values")
+def refs_in_values(ctx: Context) -> str:
+    """References inside a struct, a sequence of structs, an array, a union,
+    an any and an exception, both ways; the server calls each one it gets."""
+    from omniORB import CORBA
+    I = ctx.interop
+    a, b = ctx.call("make_node", "a\xe9"), ctx.call("make_node", "b")
+    held = ctx.call("label_holder", I.Holder("", a))
+    expect("label_holder", (held.label, held.target.name()), ("a\xe9", "a\xe9"))
+    pair = ctx.call("label_pair", [a, b])
+    expect("label_pair", [(h.label, h.target.name()) for h in pair], [("a\xe9", "a\xe9"), ("b", "b")])
+    expect("flip_variant(node)", ctx.call("flip_variant", I.NodeOrName(ref=b)).name, "b")
+    made = ctx.call("flip_variant", I.NodeOrName(name="made"))
+    expect("flip_variant(name)", made.ref.name(), "made")
+    expect("flip_any(node)", ctx.call("flip_any", CORBA.Any(I._tc_Node, a)).value(), "a\xe9")
+    got = ctx.call("flip_any", CORBA.Any(CORBA.TC_string, "in-any")).value()
+    expect("flip_any(name)", got._narrow(I.Node).name(), "in-any")
+    try:
+        ctx.call("raise_node_error", b)
+    except I.NodeError as exc:
+        expect("NodeError", (exc.why, exc.culprit.name()), ("b", "b"))
+    else:
+        raise Mismatch("raise_node_error raised nothing")
+    return "struct, sequence of structs, array, union, any, exception"
+
+
 @case("oneway")
 def oneway(ctx: Context) -> str:
     """fire(v) then poll last_oneway() until v lands (bounded)."""
@@ -596,6 +622,8 @@ def orb_args(ns: argparse.Namespace) -> list[str]:
             "-ORBendPoint", "giop:tcp:127.0.0.1:"]
     if ns.native_char == "UTF-8":
         args += ["-ORBnativeCharCodeSet", "UTF-8"]
+    if ns.no_locate:
+        args += ["-ORBverifyObjectExistsAndType", "0"]
     return args
 
 
@@ -672,6 +700,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="use sendc_ with an AMI_TypesHandler where possible")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="per-call timeout (default 10)")
+    p.add_argument("--no-locate", action="store_true",
+                   help="-ORBverifyObjectExistsAndType 0: no LocateRequest before the first call")
     ns = p.parse_args(argv)
     if ns.timeout <= 0:
         p.error("--timeout must be positive")

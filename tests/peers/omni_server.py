@@ -165,6 +165,27 @@ def build_servant_classes(interop: ModuleType,
         def nodes(self, count: int) -> list[Any]:
             return [self.make_node(f"node{i}") for i in range(count)]
 
+        # References inside values: see the IDL comments.
+        def label_holder(self, h: Any) -> Any:
+            return interop.Holder(h.target.name(), h.target)
+
+        def label_pair(self, p: list[Any]) -> list[Any]:
+            return [interop.Holder(n.name(), n) for n in p]
+
+        def flip_variant(self, v: Any) -> Any:
+            if v._d:
+                return interop.NodeOrName(name=v.ref.name())
+            return interop.NodeOrName(ref=self.make_node(v.name))
+
+        def flip_any(self, a: Any) -> Any:
+            value = a.value()
+            if isinstance(value, str):
+                return CORBA.Any(interop._tc_Node, self.make_node(value))
+            return CORBA.Any(CORBA.TC_string, value._narrow(interop.Node).name())
+
+        def raise_node_error(self, n: Any) -> None:
+            raise interop.NodeError(n.name(), n)
+
         def fire(self, v: str) -> None:
             with self._lock:
                 self._last_oneway = v
