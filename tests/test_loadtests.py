@@ -58,3 +58,11 @@ def test_bare_floor_server_answers_the_omniorb_client_and_stops_at_stdin_eof(mod
     finally:
         if proc.poll() is None:
             stop(proc)
+
+
+def test_marshal_benchmark_prints_its_table() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests/bench_marshal.py"), "--number", "200", "--repeats", "2"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "ping (unsigned long long)" in done.stdout and "unpack" in done.stdout
+    assert f"pyorb from {ROOT / 'pyorb'}" in done.stdout.replace("\n", "")
