@@ -1,4 +1,4 @@
-"""Run-time support for the typed companion modules written by :mod:`pyorb.stubs`.
+"""Run-time support for the typed companion modules written by :mod:`pyorb.idl.stubs`.
 
 A companion (``Stock_pyorb`` for IDL module ``Stock``) binds names to the
 classes pyorb builds at run time, so that the names its ``.pyi`` declares

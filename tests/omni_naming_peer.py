@@ -1,4 +1,4 @@
-"""omniORBpy side of tests/test_naming.py, run by ``python -m pyorb.omnipeer``.
+"""omniORBpy side of tests/test_naming.py, run by ``python -m pyorb.testing.omnipeer``.
 
 Imports omniORB only (never pyorb's client or server): each function runs
 in its own omniORBpy process, called as ``function(orb, obj, *args)``.

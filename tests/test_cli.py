@@ -25,7 +25,7 @@ from typing import Iterator
 import pytest
 
 from pyorb.giop.ior import IOR, ORB_TYPE_OMNIORB, IIOPProfile, TaggedComponent, TaggedProfile, build_ior
-from pyorb.testkit import NameServer, ServerProcess
+from pyorb.testing.kit import NameServer, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 STOCK_IDL = ROOT / "idl" / "stock.idl"

@@ -197,7 +197,7 @@ Interop = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop
 @pytest.fixture(scope="module")
 def omni_types() -> Any:
     """A real omniORBpy server of Interop::Types."""
-    from pyorb.testkit import ServerProcess
+    from pyorb.testing.kit import ServerProcess
 
     server = ServerProcess([sys.executable, str(ROOT / "tests" / "peers" / "omni_server.py")], lines=1)
     yield server

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from loadtests import flow_attacks as fa
-from pyorb.testkit import ServerProcess
+from pyorb.testing.kit import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSIENT = b"IDL:omg.org/CORBA/TRANSIENT:1.0"

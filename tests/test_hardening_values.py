@@ -21,7 +21,7 @@ import pyorb
 from pyorb import cdrscan, marshal
 from pyorb.giop import codec
 from pyorb.giop.messages import Request
-from pyorb.testkit import ServerProcess
+from pyorb.testing.kit import ServerProcess
 
 from loadtests import hostile_values as hostile
 

@@ -85,7 +85,7 @@ def test_omniorbpy_peer_imports_idl_without_path(peer: str, tmp_path: Path) -> N
     # The pytest plugin's omni_server runs this peer; it must start from a bare PATH too.
     env = {**os.environ, "PATH": BARE_PATH}
     with subprocess.Popen(
-        [sys.executable, "-m", "pyorb.omnipeer", "serve", "--idl", "idl/bench.idl",
+        [sys.executable, "-m", "pyorb.testing.omnipeer", "serve", "--idl", "idl/bench.idl",
          "--servant", f"{ROOT / 'tests' / 'omni_naming_peer.py'}:Echo"],
         cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as proc:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from pyorb.testkit import ServerProcess
+from pyorb.testing.kit import ServerProcess
 from tests.test_locust import Run, csv_row, run_locust
 
 Start = Callable[..., ServerProcess]

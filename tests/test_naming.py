@@ -20,7 +20,7 @@ from omniORB import URI
 import pyorb
 from pyorb import naming
 from pyorb.naming import Binding, BindingType, NameSyntaxError, NamingContext, to_name, to_string
-from pyorb.testkit import NameServer, PeerProcessError
+from pyorb.testing.kit import NameServer, PeerProcessError
 
 IDL_PATH = Path("idl/bench.idl")
 IDL = pyorb.load_idl(IDL_PATH)

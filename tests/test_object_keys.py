@@ -15,7 +15,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
-from pyorb.testkit import ServerProcess, free_port
+from pyorb.testing.kit import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 Stock = pyorb.load_idl(ROOT / "idl" / "stock.idl").Stock

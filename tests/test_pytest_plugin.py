@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import pyorb
-from pyorb import testkit
-from pyorb.pytest_plugin import PeerProcessError, ServerProcess, SyncClient
+from pyorb.testing import kit as testkit
+from pyorb.testing.plugin import PeerProcessError, ServerProcess, SyncClient
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_IDL = ROOT / "idl" / "bench.idl"
@@ -39,12 +39,12 @@ def alive(pid: int) -> bool:
 
 def test_registered_as_a_pytest11_entry_point() -> None:
     found = {e.name: e.value for e in importlib.metadata.entry_points(group="pytest11")}
-    assert found.get("pyorb") == "pyorb.pytest_plugin"
+    assert found.get("pyorb") == "pyorb.testing.plugin"
 
 
 def test_importing_the_plugin_loads_neither_omniorb_nor_pyorbs_runtime() -> None:
     code = (
-        "import sys, pyorb.pytest_plugin\n"
+        "import sys, pyorb.testing.plugin\n"
         "heavy = ('omniORB', '_omnipy', 'CORBA', 'locust', 'pyorb.client', 'pyorb.server', 'pyorb.marshal')\n"
         "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
     )
@@ -183,7 +183,7 @@ def test_omni_call_reports_a_result_that_is_not_json(tmp_path: Path, pyorb_serve
     ],
 )
 def test_omnipeer_bad_options_exit_2_with_a_message(args: list[str], message: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pyorb.omnipeer", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "pyorb.testing.omnipeer", *args], capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr

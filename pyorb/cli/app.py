@@ -88,8 +88,8 @@ def compile_cmd(
 
 
 def _write_stubs(idl: Sequence[Path], output: Path, include: Sequence[Path]) -> list[Path]:
-    """Typed stubs (.pyi) and companions beside omniidl's modules, where pyorb.stubs exists."""
-    stubs = _optional_module("pyorb.stubs")
+    """Typed stubs (.pyi) and companions beside omniidl's modules, where pyorb.idl.stubs exists."""
+    stubs = _optional_module("pyorb.idl.stubs")
     return [] if stubs is None else list(stubs.write_stubs(idl, output, include))
 
 

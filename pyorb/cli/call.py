@@ -2,7 +2,7 @@
 
 The interface comes from the reference's type id (or ``--interface``), the
 operation's descriptor from the generated stub class, parameter names from
-omniidl's front end (:func:`pyorb.stubs.read_modules`), and each argument is
+omniidl's front end (:func:`pyorb.idl.stubs.read_modules`), and each argument is
 parsed by :mod:`pyorb.cli.values`.
 """
 
@@ -190,7 +190,7 @@ def named(ops: dict[str, OpInfo], interface: type, idl_files: Sequence[Path],
 
 def _signatures_for(interface: type, idl_files: Sequence[Path], include_dirs: Sequence[Path]) -> dict[str, OpSignature]:
     """Parameter names by (Python) operation name; empty if omniidl cannot say."""
-    from pyorb.stubs import read_modules
+    from pyorb.idl.stubs import read_modules
 
     try:
         modules = read_modules(idl_files, include_dirs)

@@ -50,7 +50,7 @@ class Client:
 
         ``interface`` is the generated stub class (e.g. ``Stock.Quoter``) or
         a typed proxy class (``Stock_pyorb.Quoter``, written by
-        :func:`pyorb.stubs.write_stubs`), which gives a proxy of that static
+        :func:`pyorb.idl.stubs.write_stubs`), which gives a proxy of that static
         type; without it the IOR's type id picks one.  No network traffic:
         use :meth:`narrow` to have the server confirm the type.
         """

@@ -1,6 +1,6 @@
 """The application's omniORBpy code: a Counter servant and client functions.
 
-Runs inside ``python -m pyorb.omnipeer`` processes (started by the plugin's
+Runs inside ``python -m pyorb.testing.omnipeer`` processes (started by the plugin's
 ``omni_server`` and ``omni_call`` fixtures), which compile shop.idl first.
 """
 

@@ -17,7 +17,7 @@ import pytest
 import pyorb
 import pyorb.idl
 from pyorb import naming
-from pyorb.pytest_plugin import NameServer, PeerProcessError, SyncClient
+from pyorb.testing.plugin import NameServer, PeerProcessError, SyncClient
 
 HERE = Path(__file__).resolve().parent
 IDL_PATH = HERE / "shop.idl"

@@ -1,12 +1,12 @@
 """A generic omniORBpy peer process, for interoperability tests.
 
-``python -m pyorb.omnipeer serve --idl FILE --servant pkg.mod:Class``
+``python -m pyorb.testing.omnipeer serve --idl FILE --servant pkg.mod:Class``
     compiles the IDL, serves ``Class()`` (an omniORBpy servant) on an
     ephemeral loopback port and prints its IOR, then its corbaloc URL, one
     line each.  It serves until SIGTERM/SIGINT or until its stdin reaches
     end of file, so a test process that dies never leaves it running.
 
-``python -m pyorb.omnipeer call --idl FILE --function pkg.mod:func --target REF``
+``python -m pyorb.testing.omnipeer call --idl FILE --function pkg.mod:func --target REF``
     compiles the IDL, calls ``func(orb, obj, *args)`` with ``obj`` the target
     narrowed to ``--interface`` (an IDL scoped name such as ``Bench::Echo``)
     and ``args`` the JSON list given with ``--args``,
@@ -41,7 +41,7 @@ SHUTDOWN_GRACE_S = 10.0
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line; argparse exits 2 on a bad option."""
-    parser = argparse.ArgumentParser(prog="python -m pyorb.omnipeer", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pyorb.testing.omnipeer", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve an omniORBpy servant")
     serve.add_argument("--servant", required=True, metavar="MODULE:CLASS",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from pyorb.server.server import Server
-    from pyorb.testing import LoopThread
+    from pyorb.testing.loop import LoopThread
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
@@ -171,7 +171,7 @@ def sink_process(delay: float, model: str | None = None, port: int = 0) -> Serve
     return ServerProcess(argv)
 
 
-# -- omniORBpy peers (pyorb.omnipeer) ---------------------------------------------
+# -- omniORBpy peers (pyorb.testing.omnipeer) ------------------------------------
 
 
 def _idl_args(idl: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -186,7 +186,7 @@ def omni_server_process(
     idl: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], servant: str, key: str | None = None
 ) -> ServerProcess:
     """An omniORBpy process serving ``servant`` ("module:Class", made with no arguments)."""
-    argv = [sys.executable, "-m", "pyorb.omnipeer", "serve", *_idl_args(idl), "--servant", servant]
+    argv = [sys.executable, "-m", "pyorb.testing.omnipeer", "serve", *_idl_args(idl), "--servant", servant]
     if key is not None:
         argv += ["--key", key]
     return ServerProcess(argv)
@@ -208,7 +208,7 @@ def omni_call(
     JSON-able result; raises :class:`PeerProcessError` with the peer's error
     and traceback if it raised (or the process failed).
     """
-    argv = [sys.executable, "-m", "pyorb.omnipeer", "call", *_idl_args(idl), "--function", function,
+    argv = [sys.executable, "-m", "pyorb.testing.omnipeer", "call", *_idl_args(idl), "--function", function,
             "--target", str(target), "--args", json.dumps(list(args))]
     if interface is not None:
         argv += ["--interface", interface]
@@ -400,6 +400,6 @@ async def start_server(servant: Any, strategy: Any = None, key: str | bytes | No
 
 def loop_thread() -> LoopThread:
     """A started :class:`pyorb.testing.LoopThread`."""
-    from pyorb.testing import LoopThread
+    from pyorb.testing.loop import LoopThread
 
     return LoopThread().start()

@@ -63,7 +63,7 @@ def load_idl(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathL
 
 def bench_idl() -> SimpleNamespace:
     """The benchmark interfaces shipped with pyorb (``Bench::Echo``, ``Bench::Sink``)."""
-    return load_idl(Path(__file__).resolve().parent / "data" / "bench.idl")
+    return load_idl(Path(__file__).resolve().parents[1] / "data" / "bench.idl")
 
 
 def compile_idl(

@@ -2,7 +2,7 @@
 
 :class:`LoopThread` runs an event loop (uvloop when available) in a
 background thread; :class:`SyncProxy` makes a pyorb proxy callable from
-blocking code through it.  Nothing in the library imports this module.
+blocking code through it.
 """
 
 from __future__ import annotations

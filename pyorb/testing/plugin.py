@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Corou
 
 import pytest
 
-from pyorb import testkit
-from pyorb.testkit import NameServer, PeerProcessError, RunningServer, ServerProcess
+from pyorb.testing import kit as testkit
+from pyorb.testing.kit import NameServer, PeerProcessError, RunningServer, ServerProcess
 
 if TYPE_CHECKING:
     from pyorb.client.client import Client
-    from pyorb.testing import LoopThread, SyncProxy
+    from pyorb.testing.loop import LoopThread, SyncProxy
 
 __all__ = [
     "NameServer",
@@ -101,7 +101,7 @@ class SyncClient:
 
     def resolve(self, ref: Any, interface: type | None = None) -> SyncProxy:
         """A blocking proxy: ``sync.resolve(ior, Bench.Echo).ping(1)`` returns 1."""
-        from pyorb.testing import SyncProxy
+        from pyorb.testing.loop import SyncProxy
 
         return SyncProxy(self.client.resolve(ref, interface), self.runner, self.timeout)
 
@@ -162,7 +162,7 @@ def omni_server() -> Iterator[ProcessFactory]:
     """Start omniORBpy servers: ``omni_server(idl, "pkg.module:Class", key=None)``.
 
     The class (an omniORBpy servant, made with no arguments) is served by
-    ``python -m pyorb.omnipeer`` in its own process; ``idl`` is one IDL path
+    ``python -m pyorb.testing.omnipeer`` in its own process; ``idl`` is one IDL path
     or a list.  Returns ``.ior``, ``.corbaloc``, ``.port``; stopped at the
     end of the test.
     """

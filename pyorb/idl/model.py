@@ -1,6 +1,6 @@
-"""omniidl's AST as plain data, for the stub generator (:mod:`pyorb.stubs`).
+"""omniidl's AST as plain data, for the stub generator (:mod:`pyorb.idl.stubs`).
 
-This module is an omniidl back end: ``omniidl -bpyorb.idlmodel file.idl``
+This module is an omniidl back end: ``omniidl -bpyorb.idl.model file.idl``
 prints, for each IDL file, one JSON line describing the declarations the file
 itself makes (not those of files it includes), grouped by Python module.
 Running omniidl in a subprocess keeps its preprocessor, include paths and

@@ -1,0 +1,56 @@
+"""Test support: driving pyorb from blocking code, peer processes, the pytest plugin.
+
+* :mod:`pyorb.testing.loop`: :class:`LoopThread` (an event loop in a
+  background thread) and :class:`SyncProxy` (a pyorb proxy called from
+  blocking code through it).
+* :mod:`pyorb.testing.kit`: server, sink, omniORBpy and omniNames processes
+  for tests (:class:`ServerProcess`, :class:`NameServer`, ...).
+* :mod:`pyorb.testing.omnipeer`: ``python -m pyorb.testing.omnipeer``, an
+  omniORBpy process serving or calling user code.
+* :mod:`pyorb.testing.plugin`: the pytest plugin (entry point ``pyorb``).
+
+Nothing in the library imports this package.  Importing it is cheap: the
+names below load their modules (and omniORB) on first use, so the pytest
+plugin can be imported by every test run without starting anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyorb.testing.kit import NameServer as NameServer
+    from pyorb.testing.kit import PeerProcessError as PeerProcessError
+    from pyorb.testing.kit import RunningServer as RunningServer
+    from pyorb.testing.kit import ServerProcess as ServerProcess
+    from pyorb.testing.kit import free_port as free_port
+    from pyorb.testing.loop import LoopThread as LoopThread
+    from pyorb.testing.loop import SyncProxy as SyncProxy
+    from pyorb.testing.loop import new_event_loop as new_event_loop
+
+_EXPORTS = {
+    "LoopThread": "pyorb.testing.loop",
+    "SyncProxy": "pyorb.testing.loop",
+    "new_event_loop": "pyorb.testing.loop",
+    "NameServer": "pyorb.testing.kit",
+    "PeerProcessError": "pyorb.testing.kit",
+    "RunningServer": "pyorb.testing.kit",
+    "ServerProcess": "pyorb.testing.kit",
+    "free_port": "pyorb.testing.kit",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyorb.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
