@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyorb.cdrscan import Bounds
+from pyorb.marshal.layout import Bounds
 from pyorb.giop.messages import GIOP_1_2, SUPPORTED_VERSIONS, Version
 
 MiB = 1024 * 1024

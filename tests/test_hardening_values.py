@@ -18,7 +18,8 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
-from pyorb import cdrscan, marshal
+from pyorb import marshal
+from pyorb.marshal import layout
 from pyorb.giop import codec
 from pyorb.giop.messages import Request
 from pyorb.testing.kit import ServerProcess
@@ -80,7 +81,7 @@ def test_hostile_any_gets_marshal_and_the_server_lives(server: ServerProcess, at
 
 
 def test_the_limits_are_the_configured_ones() -> None:
-    codec_ = marshal.BodyCodec((cdrscan.TV_ANY,))
+    codec_ = marshal.BodyCodec((layout.TV_ANY,))
     for body, limit in ((hostile.nested_anys(10), "max_nesting_depth"),
                         (hostile.empty_elements(1000), "max_empty_elements")):
         codec_.unpack(body, 0, True)  # within the defaults
@@ -89,14 +90,14 @@ def test_the_limits_are_the_configured_ones() -> None:
             codec_.unpack(body, 0, True, bounds=tight)
     big_tc = hostile.nested_sequence_typecodes(20)
     with pytest.raises(CORBA.MARSHAL):
-        codec_.unpack(big_tc, 0, True, bounds=cdrscan.Bounds(max_typecode_size=64))
+        codec_.unpack(big_tc, 0, True, bounds=layout.Bounds(max_typecode_size=64))
 
 
 def test_plain_bodies_are_not_walked() -> None:
     # The walk is only for types that can nest without bound: the hot path stays as it was.
-    assert not cdrscan.needs_bounds((3, (18, 0), (19, 3, 0)))  # long, string, sequence<long>
-    assert cdrscan.needs_bounds((11,))  # any
-    assert cdrscan.needs_bounds((12,))  # TypeCode
+    assert not layout.needs_bounds((3, (18, 0), (19, 3, 0)))  # long, string, sequence<long>
+    assert layout.needs_bounds((11,))  # any
+    assert layout.needs_bounds((12,))  # TypeCode
 
 
 def test_a_value_type_is_refused_not_sent_unscrubbed(server: ServerProcess) -> None:

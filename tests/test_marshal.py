@@ -8,6 +8,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb import marshal
+from pyorb.marshal import body
 
 IDL = pyorb.load_idl("idl/interop.idl")
 Interop = IDL.Interop
@@ -34,10 +35,10 @@ def test_padding_is_zero_and_values_round_trip(align: int, little_endian: bool) 
 
 
 def test_padding_free_bodies_skip_the_scrubber() -> None:
-    assert marshal._padding_free([24], 0)  # one ulonglong at offset 0
-    assert marshal._padding_free([3, 3, (18, 0)], 0)  # longs then a trailing string
-    assert not marshal._padding_free([(18, 0), 7], 0)  # a double after a string
-    assert not marshal._padding_free([24], 4)  # misaligned start
+    assert body._padding_free([24], 0)  # one ulonglong at offset 0
+    assert body._padding_free([3, 3, (18, 0)], 0)  # longs then a trailing string
+    assert not body._padding_free([(18, 0), 7], 0)  # a double after a string
+    assert not body._padding_free([24], 4)  # misaligned start
 
 
 def test_points_with_strings_have_zero_padding() -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from omniORB import CORBA
 
-from pyorb.cdrscan import (
+from pyorb.marshal.layout import (
     TV_ALIAS, TV_ANY, TV_ARRAY, TV_BOOLEAN, TV_CHAR, TV_DOUBLE, TV_ENUM, TV_EXCEPT, TV_FLOAT, TV_LONG,
     TV_LONGLONG, TV_NULL, TV_OBJREF, TV_OCTET, TV_SEQUENCE, TV_SHORT, TV_STRING, TV_STRUCT, TV_ULONG,
     TV_ULONGLONG, TV_UNION, TV_USHORT, TV_VOID, TV_WCHAR, TV_WSTRING,

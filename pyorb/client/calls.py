@@ -14,7 +14,8 @@ from typing import Any, Callable, NamedTuple
 import omniORB
 from omniORB import CORBA
 
-from pyorb import cdrscan, marshal
+from pyorb import marshal
+from pyorb.marshal import layout
 from pyorb.config import Config
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader
@@ -173,7 +174,7 @@ class LocationForward(Exception):
 
 
 def reply_result(
-    op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS,
+    op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: layout.Bounds = layout.DEFAULT_BOUNDS,
     char_set: int = CS_UTF8, wide_giop11: bool = False,
 ) -> Any:
     """The value a reply to ``op`` carries (see Operation.result_value).

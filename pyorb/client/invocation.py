@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from omniORB import CORBA
 
-from pyorb import cdrscan
+from pyorb.marshal import layout
 from pyorb.client.calls import LocationForward, reply_result
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
@@ -86,7 +86,7 @@ class Invocation:
                 value = reply_result(self.op, reply, self.convert, conn.value_bounds, writer.char_set,
                                      writer.wide_giop11)
             else:
-                value = reply_result(self.op, reply, self.convert, cdrscan.DEFAULT_BOUNDS)
+                value = reply_result(self.op, reply, self.convert, layout.DEFAULT_BOUNDS)
         except LocationForward as fwd:
             self.forwards += 1
             self.retarget(self, fwd.target)

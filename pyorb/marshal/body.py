@@ -1,66 +1,36 @@
-"""Marshaling of operation bodies through omniORBpy's C marshaler.
-
-This is the only module that calls ``_omnipy.cdrMarshal``/``cdrUnmarshal``.
-The raw (endian-flag) form of those functions encodes a value as if it
-started at stream offset 0.  A GIOP 1.2 body is 8-aligned, so it matches
-directly; a GIOP 1.0/1.1 body starts wherever the header ended, so we marshal
-a struct whose first member is ``align`` padding octets and strip them (and
-prepend them before unmarshaling).
+"""Marshaling operation bodies: arguments and results as one C call each.
 
 An operation's in-arguments (or results) are marshaled as one synthetic
-struct built from the omniidl descriptors, so a whole body is one C call.
+struct built from the omniidl descriptors, so a whole body is one call of
+omniORB's marshaler.  A GIOP 1.2 body is 8-aligned, so the raw form fits
+it directly; a GIOP 1.0/1.1 body starts wherever the header ended, so the
+struct's first member is ``align`` padding octets, stripped after
+marshaling (and prepended before unmarshaling).  Around that call: the
+connection's char code set, the GIOP 1.1 form of wide text, object
+references and zeroed padding.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import threading
 from typing import Any, Callable, Iterable, cast
 
-import _omnipy
 import omniORB
 from omniORB import CORBA
 
-from pyorb import cdrscan, wide
-from pyorb.giop.cdr import CDRReader, CDRWriter
+from pyorb.giop.cdr import CDRReader
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import CODE_SET_CODECS, CS_UTF8
+from pyorb.marshal import layout
+from pyorb.marshal import wide
+from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
+from pyorb.marshal.references import ObjrefConverter, _has_objref, _resolve, from_omni, to_omni
 
 log = logging.getLogger(__name__)
 
-Descriptor = Any
-"""An omniidl type descriptor: an int for basic types, a tuple[Any, ...] otherwise."""
+TV_ARRAY, TV_OCTET, TV_STRUCT = 20, 10, 15
 
-TV_OBJREF = 14
-TV_STRUCT = 15
-TV_UNION = 16
-TV_SEQUENCE = 19
-TV_ARRAY = 20
-TV_ALIAS = 21
-TV_EXCEPT = 22
-TV_OCTET = 10
-
-_COMPLETION = {0: CORBA.COMPLETED_YES, 1: CORBA.COMPLETED_NO, 2: CORBA.COMPLETED_MAYBE}
-_init_lock = threading.Lock()
-_orb: CORBA.ORB | None = None
-
-
-def ensure_orb() -> CORBA.ORB:
-    """Initialise omniORB once per process, with UTF-8 as native char set.
-
-    The marshaler needs an initialised ORB.  If the application already
-    initialised one, it is reused as it is.
-    """
-    global _orb
-    if _orb is None:
-        with _init_lock:
-            if _orb is None:
-                _orb = CORBA.ORB_init(["-ORBnativeCharCodeSet", "UTF-8"], CORBA.ORB_ID)
-    return _orb
-
-
-# Sizes of the primitive kinds, for the padding-free check below.
 _PRIMITIVE_SIZE = {2: 2, 3: 4, 4: 2, 5: 4, 6: 4, 7: 8, 8: 1, 9: 1, 10: 1, 23: 8, 24: 8}
 TV_ENUM, TV_STRING = 17, 18
 
@@ -82,14 +52,6 @@ def _padding_free(descs: Iterable[Descriptor], pad: int) -> bool:
             return False
         pos += size
     return True
-
-
-def _marshal(desc: Descriptor, value: Any, little_endian: bool) -> bytes:
-    return cast(bytes, _omnipy.cdrMarshal(desc, value, little_endian))
-
-
-def _unmarshal(desc: Descriptor, data: bytes, little_endian: bool) -> Any:
-    return _omnipy.cdrUnmarshal(desc, data, little_endian)
 
 
 def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad: int) -> tuple[Any, ...]:
@@ -159,10 +121,10 @@ class BodyCodec:
         self._objrefs = any(_has_objref(d) for d in descs)
         self._no_padding: dict[int, bool] = {}
         self._simple = len(descs) == 1 and not self._objrefs and _padding_free(descs, 0)
-        # Bodies that can nest without limit (any, TypeCode) or that cdrscan
+        # Bodies that can nest without limit (any, TypeCode) or that the layout walk
         # cannot walk (value types) are walked before omniORB unmarshals them.
-        self._bounded = cdrscan.needs_bounds(descs)
-        self._strings = cdrscan.has_strings(descs)  # bodies that change with the char code set
+        self._bounded = layout.needs_bounds(descs)
+        self._strings = layout.has_strings(descs)  # bodies that change with the char code set
         # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
         descs11 = tuple(wide.giop11_descriptor(d) for d in descs)
         self._giop11 = BodyCodec(descs11) if descs11 != descs else None
@@ -202,7 +164,7 @@ class BodyCodec:
             # One padding-free value at an aligned start (a ping's stamp, a
             # reply's long): straight to omniORB, nothing to convert or scrub.
             try:
-                return _marshal(self._descs[0], values[0], little_endian)
+                return cdr_marshal(self._descs[0], values[0], little_endian)
             except CORBA.SystemException:
                 raise
             except Exception as exc:
@@ -216,13 +178,13 @@ class BodyCodec:
             if self._objrefs:
                 values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
             if self.count == 1 and not pad:  # one value needs no wrapping struct
-                body = _marshal(self._descs[0], values[0], little_endian)
+                body = cdr_marshal(self._descs[0], values[0], little_endian)
             else:
                 struct, cls = self._struct(pad)
                 if pad:
-                    body = _marshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
+                    body = cdr_marshal(struct, cls(bytes(pad), *values), little_endian)[pad:]
                 else:
-                    body = _marshal(struct, cls(*values), little_endian)
+                    body = cdr_marshal(struct, cls(*values), little_endian)
         except CORBA.SystemException:
             raise
         except Exception as exc:  # a Python value of the wrong type
@@ -232,7 +194,7 @@ class BodyCodec:
     def _pack_in(self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int) -> bytes:
         body = self.pack(values, align, little_endian)
         try:
-            return cdrscan.transcode_strings(self._descs, body, little_endian, align % 8, _text_out(char_set))
+            return layout.transcode_strings(self._descs, body, little_endian, align % 8, _text_out(char_set))
         except ValueError as exc:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
 
@@ -263,14 +225,14 @@ class BodyCodec:
         # A body that cannot be walked (a value type) is refused, never sent unscrubbed.
         buf = bytearray(body)
         try:
-            cdrscan.zero_padding(self._descs, buf, little_endian, pad)
+            layout.zero_padding(self._descs, buf, little_endian, pad)
         except ValueError as exc:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
         return bytes(buf)
 
     def unpack(
         self, body: bytes, align: int, little_endian: bool, fragment_starts: tuple[int, ...] = (),
-        bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS, char_set: int = CS_UTF8, wide11: bool = False,
+        bounds: layout.Bounds = layout.DEFAULT_BOUNDS, char_set: int = CS_UTF8, wide11: bool = False,
     ) -> tuple[Any, ...]:
         """Unmarshal a body that started at ``align`` (mod 8).
 
@@ -291,27 +253,27 @@ class BodyCodec:
             try:
                 # Wide characters stay in the GIOP 1.2 form: omniORB sends that
                 # form in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
-                body = cdrscan.realign_fragments(self._descs, body, little_endian, pad, fragment_starts,
+                body = layout.realign_fragments(self._descs, body, little_endian, pad, fragment_starts,
                                                  giop_minor=2, bounds=bounds)
             except ValueError as exc:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         if char_set != CS_UTF8 and self._strings:
             try:
-                body = cdrscan.transcode_strings(self._descs, body, little_endian, pad, _text_in(char_set))
+                body = layout.transcode_strings(self._descs, body, little_endian, pad, _text_in(char_set))
             except ValueError as exc:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         elif self._bounded:
             try:
-                cdrscan.zero_padding(self._descs, bytearray(body), little_endian, pad, giop_minor=2, bounds=bounds)
+                layout.zero_padding(self._descs, bytearray(body), little_endian, pad, giop_minor=2, bounds=bounds)
             except ValueError as exc:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         try:
             if self.count == 1 and not pad:
-                values: tuple[Any, ...] = (_unmarshal(self._read_descs[0], body, little_endian),)
+                values: tuple[Any, ...] = (cdr_unmarshal(self._read_descs[0], body, little_endian),)
             else:
                 struct, _ = self._struct(pad, read=True)
                 data = bytes(pad) + body if pad else body
-                values = tuple(_unmarshal(struct, data, little_endian))
+                values = tuple(cdr_unmarshal(struct, data, little_endian))
                 values = values[1:] if pad else values
             if self._wide:
                 values = tuple(wide.restore(d, v) for d, v in zip(self._descs, values))
@@ -372,7 +334,7 @@ class Operation:
             return CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_NO, str(self.arity_error(len(values))))
         for i, (desc, value) in enumerate(zip(self.args._descs, values), 1):
             try:
-                _marshal(desc, to_omni(desc, value), True)
+                cdr_marshal(desc, to_omni(desc, value), True)
             except CORBA.SystemException as one:
                 info = getattr(one, "_info", None)
                 why = info[0] if isinstance(info, list) and info else type(one).__name__
@@ -391,7 +353,7 @@ class Operation:
         return codec.pack((exc,), align, le, char_set, wide11)
 
     def unpack_user_exception(
-        self, body: bytes, align: int, le: bool, bounds: cdrscan.Bounds = cdrscan.DEFAULT_BOUNDS,
+        self, body: bytes, align: int, le: bool, bounds: layout.Bounds = layout.DEFAULT_BOUNDS,
         char_set: int = CS_UTF8, wide11: bool = False,
     ) -> Exception:
         try:
@@ -418,162 +380,6 @@ class Operation:
         return codec
 
 
-# -- system exceptions: repository id, minor code, completion status -------
-
-
-def pack_system_exception(exc: CORBA.SystemException, align: int, le: bool) -> bytes:
-    w = CDRWriter(le, base=align)
-    w.string(exc._NP_RepositoryId)
-    w.ulong(exc.minor & 0xFFFFFFFF)
-    w.ulong(int(exc.completed._v))
-    return w.getvalue()
-
-
-def unpack_system_exception(body: bytes, align: int, le: bool) -> CORBA.SystemException:
-    """Rebuild the CORBA system exception a peer sent (MARSHAL if garbled)."""
-    try:
-        r = CDRReader(body, le, base=align)
-        repo_id, minor, completed = r.string(), r.ulong(), r.ulong()
-    except ProtocolError:
-        return CORBA.MARSHAL(0, CORBA.COMPLETED_MAYBE)
-    cls = system_exception_class(repo_id)
-    return cls(minor, _COMPLETION.get(completed, CORBA.COMPLETED_MAYBE))
-
-
-def system_exception_class(repo_id: str) -> type[CORBA.SystemException]:
-    prefix = "IDL:omg.org/CORBA/"
-    if repo_id.startswith(prefix) and repo_id.endswith(":1.0"):
-        cls = getattr(CORBA, repo_id[len(prefix) : -4], None)
-        if isinstance(cls, type) and issubclass(cls, CORBA.SystemException):
-            return cls
-    return CORBA.UNKNOWN  # type: ignore[no-any-return]
-
-
-# -- object references ------------------------------------------------------
-# omniORB's marshaler only knows its own object references.  pyorb proxies
-# convert to and from them at the edge of the marshal layer.
-
-ObjrefHook = Callable[[Any], Any]
-ObjrefConverter = Callable[[Any, str], Any]
-"""Turns a received omniORB reference into the receiver's own, given the
-repository id of its static IDL type (the parameter's, result's or
-member's): a reference's own type id may be empty (one made from a
-corbaloc URL) or name a type unknown here."""
-_to_omni_hook: ObjrefHook | None = None
-
-
-def set_objref_hook(hook: ObjrefHook) -> None:
-    """Install the function that turns a pyorb proxy into an omniORB objref."""
-    global _to_omni_hook
-    _to_omni_hook = hook
-
-
-# Descriptors are long-lived module globals and may hold dicts (unions), so
-# they are cached by identity; the cache keeps each one alive.
-_objref_cache: dict[int, tuple[Descriptor, bool]] = {}
-
-TV_ANY = 11
-TV_INDIRECT = -1
-
-
-def _has_objref(desc: Descriptor) -> bool:
-    """True if a value of ``desc`` can hold an object reference at any depth."""
-    if not isinstance(desc, tuple):
-        return bool(desc == TV_ANY)  # an any's content is known only per value
-    hit = _objref_cache.get(id(desc))
-    if hit is None:
-        hit = _objref_cache[id(desc)] = (desc, _scan_objref(desc))
-    return hit[1]
-
-
-def _scan_objref(desc: tuple[Any, ...]) -> bool:
-    kind = desc[0]
-    if kind in (TV_OBJREF, TV_INDIRECT):  # a recursive type: the type around it is being scanned
-        return True
-    if kind in (TV_SEQUENCE, TV_ARRAY):
-        return _has_objref(desc[1])
-    if kind == TV_ALIAS:
-        return _has_objref(desc[3])
-    if kind in (TV_STRUCT, TV_EXCEPT):
-        return any(_has_objref(d) for d in desc[5::2])
-    if kind == TV_UNION:
-        return any(_has_objref(arm[2]) for arm in desc[6])
-    return False
-
-
-def _resolve(desc: Descriptor) -> Descriptor:
-    """``desc`` without aliases and recursion placeholders."""
-    while isinstance(desc, tuple):
-        if desc[0] == TV_ALIAS:
-            desc = desc[3]
-        elif desc[0] == TV_INDIRECT:
-            target = desc[1][0]
-            desc = omniORB.findType(target) if isinstance(target, str) else target
-        else:
-            break
-    return desc
-
-
-Leaf = Callable[[Any, str], Any]
-
-
-def _walk(desc: Descriptor, value: Any, leaf: Leaf) -> Any:
-    """``value`` (of IDL type ``desc``) with every object reference in it,
-    at any depth, replaced by ``leaf(reference, static repository id)``.
-
-    Structs, exceptions and unions are rebuilt as their generated class;
-    an any keeps its TypeCode.  Value types are left as they are (pyorb
-    does not send them).
-    """
-    if value is None or not _has_objref(desc):
-        return value
-    desc = _resolve(desc)
-    kind = desc[0] if isinstance(desc, tuple) else desc
-    if kind == TV_OBJREF:
-        return leaf(value, desc[1])
-    if kind in (TV_SEQUENCE, TV_ARRAY):
-        item = desc[1]
-        return [_walk(item, v, leaf) for v in value]
-    if kind in (TV_STRUCT, TV_EXCEPT):
-        names, types = desc[4::2], desc[5::2]
-        return desc[1](*(_walk(d, getattr(value, n), leaf) for n, d in zip(names, types)))
-    if kind == TV_UNION:
-        arm = desc[8].get(value._d, desc[7])
-        if arm is None:  # a discriminant with no member (an implicit default)
-            return value
-        return desc[1](value._d, _walk(arm[2], value._v, leaf))
-    if kind == TV_ANY:
-        if not isinstance(value, CORBA.Any):
-            return value  # not an any: omniORB says BAD_PARAM
-        inner = value._t._d
-        if not _has_objref(inner):
-            return value
-        return CORBA.Any(value._t, _walk(inner, value._v, leaf))
-    return value
-
-
-def _omni_ref(value: Any, _static: str) -> Any:
-    if isinstance(value, CORBA.Object):
-        return value
-    if isinstance(value, str):  # an IOR string or a corbaloc/corbaname URL
-        return _string_to_object(value)
-    if _to_omni_hook is None:
-        return value
-    return _to_omni_hook(value)
-
-
-def to_omni(desc: Descriptor, value: Any) -> Any:
-    """Replace pyorb proxies (and IOR strings) anywhere in ``value`` by omniORB object references."""
-    return _walk(desc, value, _omni_ref)
-
-
-def _string_to_object(text: str) -> Any:
-    try:
-        return ensure_orb().string_to_object(text)
-    except CORBA.SystemException as exc:
-        raise CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_NO) from None
-
-
-def from_omni(desc: Descriptor, value: Any, convert: ObjrefConverter) -> Any:
-    """Replace the omniORB object references anywhere in ``value`` using ``convert``."""
-    return _walk(desc, value, convert)
+# The CORBA::Object operations every object answers, known to both sides.
+IS_A = Operation("_is_a", (((18, 0),), (8,), None))
+NON_EXISTENT = Operation("_non_existent", ((), (8,), None))

@@ -1,4 +1,4 @@
-"""Tests for pyorb.cdrscan: padding scrubbing and GIOP 1.1 fragment realignment.
+"""Tests for pyorb.marshal.layout: padding scrubbing and GIOP 1.1 fragment realignment.
 
 omniORB marshals every value; an independent reference writer (below; it
 shares no code with the module under test) encodes the same values with
@@ -28,8 +28,9 @@ from hypothesis import strategies as st
 from omniORB import CORBA
 
 import pyorb
-from pyorb import marshal, wide
-from pyorb.cdrscan import CDRLayoutError, UnsupportedTypeError, realign_fragments, zero_padding
+from pyorb import marshal
+from pyorb.marshal import wide
+from pyorb.marshal.layout import CDRLayoutError, UnsupportedTypeError, realign_fragments, zero_padding
 
 ROOT = Path(__file__).resolve().parents[1]
 ORB = marshal.ensure_orb()
@@ -99,7 +100,7 @@ def omni_marshal(descs: Sequence[Any], values: Sequence[Any], pad: int, le: bool
 
 
 def omni_unmarshal(descs: Sequence[Any], data: bytes | bytearray, pad: int, le: bool) -> list[Any]:
-    """Read ``data`` (at stream offset ``pad``) back with omniORB; wchar through pyorb.wide."""
+    """Read ``data`` (at stream offset ``pad``) back with omniORB; wchar through pyorb.marshal.wide."""
     wrap = _wrapper([wide.read_descriptor(d) for d in descs], pad)
     got = list(_omnipy.cdrUnmarshal(wrap, bytes(pad) + bytes(data), le))[pad > 0 :]
     return [wide.restore(d, v) for d, v in zip(descs, got)]
@@ -591,7 +592,7 @@ def test_wchar_discriminants(minor: int) -> None:
 
 
 def test_kind_numbers_match_omniorb() -> None:
-    from pyorb import cdrscan
+    from pyorb.marshal import layout as cdrscan
 
     renamed = {"tv__indirect": "TV_INDIRECT", "tv_abstract_interface": "TV_ABSTRACT", "tv_local_interface": "TV_LOCAL"}
     names = [n for n in dir(omniORB.tcInternal) if n.startswith("tv_")]
@@ -600,9 +601,9 @@ def test_kind_numbers_match_omniorb() -> None:
         assert getattr(cdrscan, renamed.get(name, name.upper())) == getattr(omniORB.tcInternal, name), name
 
 
-def test_importing_cdrscan_does_not_import_omniorb() -> None:
+def test_importing_the_layout_walk_does_not_import_omniorb() -> None:
     """The GIOP layer may use realign_fragments without loading omniORB."""
-    code = "import sys, pyorb.cdrscan; assert 'omniORB' not in sys.modules and '_omnipy' not in sys.modules"
+    code = "import sys, pyorb.marshal.layout; assert 'omniORB' not in sys.modules and '_omnipy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
 
 
@@ -621,12 +622,12 @@ def test_top_level_typecode_indirection() -> None:
 
 
 def test_caches_keep_descriptors_alive() -> None:
-    from pyorb import cdrscan
+    from pyorb.marshal.layout import descriptors
 
     desc = (19, (15, None, "", "S", "a", 10, "b", 7), 0)
     data = bytearray(struct.pack("<I", 2) + bytes(28))  # count, octet, 3 pad, double, octet, 7 pad, double
     zero_padding((desc,), data, True)
-    assert any(entry[0] is desc for entry in cdrscan._cache.values())
+    assert any(entry[0] is desc for entry in descriptors._cache.values())
 
 
 # -- realign_fragments ---------------------------------------------------------------

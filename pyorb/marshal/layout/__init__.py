@@ -1,0 +1,185 @@
+"""Walking CDR encodings by type, without omniORB: what omniORBpy's raw marshaler needs around it.
+
+omniORBpy's raw marshaler (``_omnipy.cdrMarshal``) leaves alignment padding
+uninitialised, so process memory would leak onto the wire; omniORB restarts
+alignment at every GIOP 1.1 Fragment, so a plain concatenation of fragment
+payloads is misaligned; a connection whose char code set is not UTF-8 needs
+its strings re-encoded; and an untrusted body must be bounded before
+omniORB's unmarshaler allocates for it.  All of these walk an encoding with
+its omniidl type descriptors:
+
+* :func:`zero_padding` zeroes every alignment-padding byte in place (and
+  checks a body against :class:`Bounds`).
+* :func:`realign_fragments` rewrites a GIOP 1.1 fragment train as one
+  normally aligned stream that ``_omnipy.cdrUnmarshal`` can read.
+* :func:`transcode_strings` re-encodes every ``string`` in a body.
+
+The parts: :mod:`.kinds` (kind numbers, limits, errors), :mod:`.cursors`
+(the walking state), :mod:`.nodes` (compiled types), :mod:`.typecodes`
+(types read from the data: anys, TypeCodes), :mod:`.descriptors` (omniidl
+descriptors compiled into nodes).  Only the standard library; no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Sequence
+
+from pyorb.marshal.layout.cursors import _Frame, _Mover
+from pyorb.marshal.layout.descriptors import _top
+from pyorb.marshal.layout.kinds import (
+    Bounds, CDRLayoutError, DEFAULT_BOUNDS, Descriptor, UnsupportedTypeError, TC_INDIRECTION, TV_ABSTRACT,
+    TV_ALIAS, TV_ANY, TV_ARRAY, TV_BOOLEAN, TV_CHAR, TV_COMPONENT, TV_DOUBLE, TV_ENUM, TV_EVENT, TV_EXCEPT,
+    TV_FIXED, TV_FLOAT, TV_HOME, TV_INDIRECT, TV_LOCAL, TV_LONG, TV_LONGDOUBLE, TV_LONGLONG, TV_NATIVE, TV_NULL,
+    TV_OBJREF, TV_OCTET, TV_PRINCIPAL, TV_SEQUENCE, TV_SHORT, TV_STRING, TV_STRUCT, TV_TYPECODE, TV_ULONG,
+    TV_ULONGLONG, TV_UNION, TV_USHORT, TV_VALUE, TV_VALUE_BOX, TV_VOID, TV_WCHAR, TV_WSTRING,
+)
+from pyorb.marshal.layout.nodes import _Counted, _Fixed, _Node, _Ref, _Seq, _Struct, _Union, _Unsupported
+from pyorb.marshal.layout.typecodes import _Any, _TypeCodeValue
+
+__all__ = [
+    "Bounds", "CDRLayoutError", "DEFAULT_BOUNDS", "Descriptor", "UnsupportedTypeError", "has_strings",
+    "needs_bounds", "realign_fragments", "transcode_strings", "zero_padding", "TC_INDIRECTION", "TV_ABSTRACT",
+    "TV_ALIAS", "TV_ANY", "TV_ARRAY", "TV_BOOLEAN", "TV_CHAR", "TV_COMPONENT", "TV_DOUBLE", "TV_ENUM",
+    "TV_EVENT", "TV_EXCEPT", "TV_FIXED", "TV_FLOAT", "TV_HOME", "TV_INDIRECT", "TV_LOCAL", "TV_LONG",
+    "TV_LONGDOUBLE", "TV_LONGLONG", "TV_NATIVE", "TV_NULL", "TV_OBJREF", "TV_OCTET", "TV_PRINCIPAL",
+    "TV_SEQUENCE", "TV_SHORT", "TV_STRING", "TV_STRUCT", "TV_TYPECODE", "TV_ULONG", "TV_ULONGLONG",
+    "TV_UNION", "TV_USHORT", "TV_VALUE", "TV_VALUE_BOX", "TV_VOID", "TV_WCHAR", "TV_WSTRING",
+]
+
+
+def zero_padding(
+    descs: Sequence[Descriptor], data: bytearray, little_endian: bool, base: int = 0, *, giop_minor: int = 2,
+    bounds: Bounds = DEFAULT_BOUNDS,
+) -> None:
+    """Zero, in place, every alignment-padding byte of values of types ``descs``.
+
+    ``data`` holds the values one after another; ``data[0]`` is at stream
+    position ``base`` (alignment is relative to stream position 0).  Padding
+    inside TypeCode encapsulations is zeroed too; IOR profile bodies are
+    left as they are.  ``giop_minor`` selects the wchar/wstring form: 2 (the
+    form ``_omnipy.cdrMarshal`` writes) or 1 (GIOP 1.1's two-octet units).
+
+    Raises CDRLayoutError (a ValueError) if the bytes do not match the types
+    or pass one of ``bounds``, UnsupportedTypeError for value types and
+    abstract interfaces.
+    """
+    node = _top(descs, giop_minor)
+    n = len(data)
+    try:
+        if isinstance(node, _Fixed):  # fast path: one fixed layout, no frame needed
+            size, ops = node.lay[base & 7]
+            if size != n:
+                raise CDRLayoutError(f"fixed-size values take {size} octets, got {n}")
+            for a, b, c, z in ops:
+                data[a:b:c] = z
+            return
+        end = node.zero(_Frame(data, n, base, little_endian, giop_minor, {}, 0, n, bounds), 0)
+    except (RecursionError, IndexError, struct.error, OverflowError) as exc:
+        raise CDRLayoutError(f"malformed CDR data: {exc}") from None
+    if end != n:
+        raise CDRLayoutError(f"{n - end} octets left over after the values")
+
+
+def realign_fragments(
+    descs: Sequence[Descriptor],
+    data: bytes,
+    little_endian: bool,
+    base: int,
+    fragment_starts: Sequence[int],
+    fragment_origin: int = 12,
+    *,
+    giop_minor: int = 1,
+    bounds: Bounds = DEFAULT_BOUNDS,
+) -> bytes:
+    """Lay out a GIOP 1.1 fragment train with the alignment of one unbroken stream.
+
+    ``data`` is a message body (at stream position ``base``) followed by the
+    payloads of its Fragments, which start at the offsets ``fragment_starts``
+    in ``data``.  omniORB aligns each fragment's data relative to that
+    Fragment message's own start, so payload offset 0 has phase
+    ``fragment_origin``; primitives never straddle a fragment, octet data
+    may.  Returns the same values with alignment relative to the original
+    stream (padding zeroed), as ``_omnipy.cdrUnmarshal`` expects.
+    ``giop_minor`` selects the wchar/wstring form (default GIOP 1.1), which
+    is copied unchanged.
+
+    Raises CDRLayoutError (a ValueError) for malformed data.
+    """
+    segs = _segments(len(data), base, fragment_starts, fragment_origin)
+    node = _top(descs, giop_minor)
+    try:
+        mover = _Mover(bytes(data), segs, base, little_endian, giop_minor)
+        node.move(mover)
+        out = mover.finish()
+    except (RecursionError, IndexError, struct.error, OverflowError) as exc:
+        raise CDRLayoutError(f"malformed CDR data: {exc}") from None
+    zero_padding(descs, out, little_endian, base, giop_minor=giop_minor, bounds=bounds)
+    return bytes(out)
+
+
+def transcode_strings(
+    descs: Sequence[Descriptor], data: bytes, little_endian: bool, base: int, text: Callable[[bytes], bytes],
+    *, giop_minor: int = 2,
+) -> bytes:
+    """Values of types ``descs`` with the octets of every ``string`` in them
+    (any values included) replaced by ``text(octets)``: a change of char code
+    set.  Lengths and the alignment of everything after a string follow;
+    padding comes out zeroed.  ``text`` may raise (a character the target
+    code set lacks); CDRLayoutError (a ValueError) for malformed data,
+    UnsupportedTypeError for value types.
+    """
+    node = _top(descs, giop_minor)
+    try:
+        mover = _Mover(bytes(data), _segments(len(data), base, (), 0), base, little_endian, giop_minor, text)
+        node.move(mover)
+        return bytes(mover.finish())
+    except (RecursionError, IndexError, struct.error, OverflowError) as exc:
+        raise CDRLayoutError(f"malformed CDR data: {exc}") from None
+
+
+def has_strings(descs: Sequence[Descriptor]) -> bool:
+    """Whether values of ``descs`` can hold a ``string`` (an any may hold anything):
+    only such bodies change with the char code set."""
+    return _reaches(descs, lambda node: isinstance(node, _Any) or (isinstance(node, _Counted) and node.nul))
+
+
+def needs_bounds(descs: Sequence[Descriptor]) -> bool:
+    """Whether values of ``descs`` can hold what :class:`Bounds` limits (an any, a
+    TypeCode) or what this module cannot walk (value types): only such bodies
+    need a walk before they are unmarshaled; for the rest the octets bound all."""
+    return _reaches(descs, lambda node: isinstance(node, (_Any, _TypeCodeValue, _Unsupported)))
+
+
+def _reaches(descs: Sequence[Descriptor], found: Callable[[_Node], bool]) -> bool:
+    """Whether a value of ``descs`` contains a node for which ``found`` holds."""
+    seen: set[int] = set()
+    todo = [_top(descs, 2)]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen or isinstance(node, _Fixed):
+            continue
+        seen.add(id(node))
+        if found(node):
+            return True
+        if isinstance(node, _Struct):
+            todo.extend(node.parts)
+        elif isinstance(node, _Seq):
+            todo.append(node.elem)
+        elif isinstance(node, _Union):
+            todo.extend(node.cases.values())
+            if node.default is not None:
+                todo.append(node.default)
+        elif isinstance(node, _Ref):
+            todo.append(node.get())
+    return False
+
+
+def _segments(n: int, base: int, starts: Sequence[int], origin: int) -> list[tuple[int, int, int]]:
+    """(start, end, phase shift) of the body and of each fragment payload."""
+    bounds = [0, *starts, n]
+    if any(not 0 <= a <= b <= n for a, b in zip(bounds, bounds[1:])):
+        raise CDRLayoutError(f"fragment starts {list(starts)} do not fit {n} octets")
+    segs = [(0, bounds[1], base)]
+    segs += [(a, b, origin - a) for a, b in zip(bounds[1:], bounds[2:])]
+    return segs
