@@ -214,12 +214,6 @@ class GIOPProtocol(asyncio.Protocol):
             self.loop.call_soon(self._flush)
         return True
 
-    def send_threadsafe(self, data: bytes) -> None:
-        if threading.get_ident() == self.loop_thread:
-            self.send(data)
-        else:
-            self.loop.call_soon_threadsafe(self.send, data)
-
     def _flush(self) -> None:
         self._flush_pending = False
         out = self._out

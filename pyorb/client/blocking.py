@@ -40,7 +40,8 @@ from pyorb.client.calls import (
     reply_result,
     route_for,
 )
-from pyorb.client.proxy import IS_A, NON_EXISTENT, ObjectRef, interface_for, static_interface
+from pyorb.client.proxy import ObjectRef, interface_for, static_interface
+from pyorb.marshal.body import IS_A, NON_EXISTENT
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError

@@ -20,6 +20,7 @@ from pyorb import marshal
 from pyorb.client.calls import Reference
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
+from pyorb.marshal.body import IS_A, NON_EXISTENT
 
 if TYPE_CHECKING:
     from pyorb.client.calls import Route
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = TypeVar("P", bound="ObjectRef")
 _DEFAULT = object()
-IS_A = Operation("_is_a", (((18, 0),), (8,), None))
-NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
 
 
 class ObjectRef(Reference):

@@ -58,13 +58,6 @@ class Meter:
             return
         self.samples.append(Sample(time.monotonic(), cpu, threads, rss))
 
-    def cpu_between(self, start: float, end: float) -> float:
-        """CPU seconds used between two monotonic times (from the nearest samples)."""
-        inside = [s for s in self.samples if start <= s.at <= end]
-        if len(inside) < 2:
-            return float("nan")
-        return inside[-1].cpu_s - inside[0].cpu_s
-
     def utilisation(self, start: float, end: float) -> float:
         """Fraction of one core used between two times."""
         inside = [s for s in self.samples if start <= s.at <= end]

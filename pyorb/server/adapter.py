@@ -9,14 +9,13 @@ from typing import Any, Mapping
 
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
+from pyorb.marshal.body import IS_A, NON_EXISTENT
 from pyorb.server.dispatch import Strategy
 from pyorb.server.servant import OpEntry, ServantInfo, servant_info
 from pyorb.server.stats import Recorder
 from pyorb.server.strategies import StrategyRegistry
 
 # Operations every CORBA object answers, whatever its interface.
-IS_A = Operation("_is_a", (((18, 0),), (8,), None))
-NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
 BUILTIN_NAMES = {"_is_a": IS_A, "_non_existent": NON_EXISTENT, "_not_existent": NON_EXISTENT}
 
 

@@ -30,7 +30,8 @@ from pyorb.giop.messages import (
     Request,
     SC_CODE_SETS,
 )
-from pyorb.server.adapter import BUILTIN_NAMES, IS_A, ObjectAdapter
+from pyorb.marshal.body import IS_A
+from pyorb.server.adapter import BUILTIN_NAMES, ObjectAdapter
 from pyorb.server.dispatch import Call
 from pyorb.server.load import ServerLoad
 from pyorb.server.reply import ReplyInbox, ReplySink, encode_reply

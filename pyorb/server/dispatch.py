@@ -89,19 +89,8 @@ class Call(ReplySink):
         self.cancelled()
 
     def _finished(self, failed: bool) -> None:
-        # Recorder.finish, inline: this runs for every request, from any
-        # thread.  Worker threads may update one recorder at the same time and
-        # ``+=`` on an attribute is not atomic, hence the lock.
         started = self.started_at
-        wait, service = started - self.queued_at, perf_counter() - started
-        stats = self.stats
-        with stats.lock:
-            stats.served += 1
-            stats.wait_total += wait
-            stats.service_total += service
-            if failed:
-                stats.failed += 1
-            stats.samples.append((wait, service))
+        self.stats.finish(started - self.queued_at, perf_counter() - started, failed)
 
     def _settled(self) -> None:
         timer = self.timer

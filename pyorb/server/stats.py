@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 import threading
 from collections import deque
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -83,6 +83,8 @@ class Recorder:
         self.samples: deque[tuple[float, float]] = deque(maxlen=window)
 
     def finish(self, wait: float, service: float, failed: bool) -> None:
+        """One request's outcome, from any thread: worker threads may finish
+        requests of one recorder at the same time and ``+=`` is not atomic."""
         with self.lock:
             self.served += 1
             self.wait_total += wait
@@ -135,9 +137,6 @@ class ServerStats:
     strategies: tuple[RecorderSnapshot, ...] = field(default_factory=tuple)
     operations: tuple[RecorderSnapshot, ...] = field(default_factory=tuple)
     connections: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def table(self) -> Table:
         """The snapshot as a rich table (times in milliseconds)."""
