@@ -12,12 +12,12 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable, Coroutine, NoReturn, Sequence
+
+from pyorb.server.workers import Supervisor, WorkerError, WorkerPolicy
 
 SHUTDOWN_GRACE_S = 10.0
 DRAIN_GRACE_S = 5.0
@@ -142,47 +142,32 @@ def run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 def run_workers(argv: Sequence[str], module: str, host: str, port: int, workers: int, watch: bool) -> int:
     """AMH-n: ``workers`` processes of ``module``, each with its own event loop
-    and connections, accepting on one port (SO_REUSEPORT spreads connections).
+    and connections, accepting on one port (SO_REUSEPORT spreads connections),
+    supervised by :class:`pyorb.server.workers.Supervisor` (a worker that dies
+    is started again; a crash loop stops everything).
 
     Prints the (identical) IOR and corbaloc of the workers, then waits for a
     stop and stops them.
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    holder = socket.socket(family, socket.SOCK_STREAM)
-    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    holder.bind((host, port))  # reserves the port for the workers; never listens
-    port = holder.getsockname()[1]
     args = [a for a in _without(argv, "--workers", "--port", "--ior-file") if a != "--no-stdin-watch"]
-    cmd = [sys.executable, "-m", module, *args, "--port", str(port), "--reuse-port"]
-    children = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                for _ in range(workers)]
-    try:
-        lines = [(c.stdout.readline().strip(), c.stdout.readline().strip()) for c in children]  # type: ignore[union-attr]
-        if not all(ior.startswith("IOR:") for ior, _ in lines):
-            print(f"{module}: a worker failed to start", file=sys.stderr)
+    policy = WorkerPolicy(grace=SHUTDOWN_GRACE_S)
+    with Supervisor([sys.executable, "-m", module, *args], workers, host, port, policy) as supervisor:
+        try:
+            ior, corbaloc = supervisor.start()
+        except WorkerError as exc:
+            print(f"{module}: {exc}", file=sys.stderr)
             return 1
         ior_file = _option(argv, "--ior-file")
-        announce(lines[0][0], lines[0][1], Path(ior_file) if ior_file else None)
+        announce(ior, corbaloc, Path(ior_file) if ior_file else None)
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         if watch:
             watch_stdin(stop.set)
-        while not stop.wait(0.5):
-            if any(c.poll() is not None for c in children):
-                print(f"{module}: a worker exited", file=sys.stderr)
-                return 1
+        if supervisor.run(stop):
+            print(f"{module}: workers keep dying; stopped", file=sys.stderr)
+            return 1
         return 0
-    finally:
-        holder.close()
-        for child in children:
-            if child.stdin is not None:
-                child.stdin.close()  # workers stop at stdin end of file
-        for child in children:
-            try:
-                child.wait(SHUTDOWN_GRACE_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
 
 
 def _without(argv: Sequence[str], *options: str) -> list[str]:

@@ -1,0 +1,90 @@
+"""Supervised workers on one port (issue #13): a worker that dies is started again,
+a crash loop stops the supervisor, a stop stops every worker.
+
+Real processes: the papers' sink with ``--workers 2`` (each worker a pyorb
+server on SO_REUSEPORT), killed by pid; psutil finds the workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+import time
+from typing import Callable
+
+import psutil
+import pytest
+
+import pyorb
+from pyorb.server.workers import Supervisor, WorkerError, WorkerPolicy
+from pyorb.testing.kit import ServerProcess
+
+Bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def workers_of(pid: int) -> list[psutil.Process]:
+    return [c for c in psutil.Process(pid).children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+async def calls(ref: str, count: int = 8) -> list[int]:
+    clients = [pyorb.Client() for _ in range(count)]  # one connection each: SO_REUSEPORT spreads them
+    try:
+        return await asyncio.gather(*(c.resolve(ref, Bench.Sink).work(i) for i, c in enumerate(clients)))
+    finally:
+        await asyncio.gather(*(c.close() for c in clients))
+
+
+def test_a_killed_worker_is_started_again_and_the_port_keeps_serving() -> None:
+    sink = ServerProcess([sys.executable, "-m", "pyorb.servers.sink", "--workers", "2", "--delay", "0"])
+    try:
+        assert wait_until(lambda: len(workers_of(sink.pid)) == 2)
+        first, second = sorted(w.pid for w in workers_of(sink.pid))
+        assert sorted(asyncio.run(calls(sink.corbaloc))) == list(range(8))
+        psutil.Process(first).send_signal(signal.SIGKILL)
+        assert wait_until(lambda: len(workers_of(sink.pid)) == 2 and first not in {w.pid for w in workers_of(sink.pid)})
+        assert second in {w.pid for w in workers_of(sink.pid)}  # the other one was left alone
+        assert sorted(asyncio.run(calls(sink.corbaloc))) == list(range(8))
+        assert sink.proc.poll() is None
+    finally:
+        rc = sink.stop()
+    err = sink.stderr()
+    assert rc == 0, err
+    assert "exited (status -9); starting another (1 of 5 restarts in 60 s)" in err
+
+
+def test_a_crash_loop_stops_the_supervisor(tmp_path: object) -> None:
+    """A worker that starts, then dies at once, every time: after max_restarts the supervisor gives up."""
+    flaky = [sys.executable, "-c", "import time; print('IOR:0', flush=True); print('corbaloc:x', flush=True); "
+             "time.sleep(0.1)"]
+    with Supervisor(flaky, 2, policy=WorkerPolicy(max_restarts=3, window=60, grace=2)) as supervisor:
+        assert supervisor.start() == ("IOR:0", "corbaloc:x")
+        started = time.monotonic()
+        assert supervisor.run(threading.Event(), interval=0.05) == 1
+        assert len(supervisor.restarts) == 3
+        assert time.monotonic() - started < 10
+
+
+def test_a_worker_that_never_starts_is_an_error() -> None:
+    with Supervisor([sys.executable, "-c", "raise SystemExit(3)"], 1) as supervisor:
+        with pytest.raises(WorkerError, match="did not start"):
+            supervisor.start()
+
+
+def test_close_stops_every_worker() -> None:
+    with Supervisor([sys.executable, "-m", "pyorb.servers.sink", "--delay", "0"], 2) as supervisor:
+        supervisor.start()
+        pids = supervisor.pids
+        assert all(psutil.pid_exists(pid) for pid in pids)
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    assert all(w.returncode == 0 for w in supervisor.workers)
