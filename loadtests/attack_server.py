@@ -60,6 +60,9 @@ async def _serve(args: argparse.Namespace) -> int:
     threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)), daemon=True).start()
     await stop.wait()
     await server.close(grace=1.0)
+    from pyorb.servers.runner import exiting
+
+    exiting()  # a SIGTERM racing the exit must not turn a clean stop into -15
     return 0
 
 
