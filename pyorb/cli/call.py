@@ -23,6 +23,7 @@ from pyorb.cli.values import ArgumentError, from_text, to_json, type_name
 from pyorb.config import Config
 from pyorb.giop.ior import IOR, parse_reference
 from pyorb.marshal import Descriptor
+from pyorb.marshal.body import operation_descriptors
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def _named_interface(name: str) -> type:
     else:
         parts = name.replace("::", ".").strip(".").split(".")
         found = _lookup(parts)
-    if found is None or not any(n.startswith("_d_") for n in dir(found)):
+    if found is None or not operation_descriptors(found):
         raise CallError(f"no interface {name!r} in the loaded IDL")
     return found
 
@@ -172,12 +173,9 @@ def operations(interface: type) -> dict[str, OpInfo]:
     runs omniidl again, which only error messages and listings need.
     """
     ops = {}
-    for attr in sorted(dir(interface)):
-        if attr.startswith("_d_"):
-            name = attr[3:]
-            in_types, out_types, excs = getattr(interface, attr)[:3]
-            out = None if out_types is None else tuple(out_types)
-            ops[name] = OpInfo(name, tuple(in_types), out, tuple(sorted(excs or {})), None)
+    for name, (in_types, out_types, excs) in sorted(operation_descriptors(interface).items()):
+        out = None if out_types is None else tuple(out_types)
+        ops[name] = OpInfo(name, tuple(in_types), out, tuple(sorted(excs or {})), None)
     return ops
 
 

@@ -48,6 +48,7 @@ from pyorb.giop.messages import (
     Version,
 )
 from pyorb.marshal import Operation
+from pyorb.marshal.body import operation_descriptors
 
 log = logging.getLogger(__name__)
 
@@ -225,11 +226,8 @@ def interface_operations(interface: type) -> dict[str, Operation]:
     omniORBpy does.  Raises TypeError if ``interface`` is not a stub class.
     """
     ops: dict[str, Operation] = {}
-    for name in dir(interface):
-        if name.startswith("_d_"):
-            wire = name[3:]
-            attr = "_" + wire if keyword.iskeyword(wire) else wire
-            ops[attr] = Operation(wire, getattr(interface, name))
+    for wire, desc in operation_descriptors(interface).items():
+        ops["_" + wire if keyword.iskeyword(wire) else wire] = Operation(wire, desc)
     if not ops:
         raise TypeError(f"{interface!r} is not a generated interface stub class")
     return ops

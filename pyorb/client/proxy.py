@@ -20,7 +20,7 @@ from pyorb import marshal
 from pyorb.client.calls import Reference
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
-from pyorb.marshal.body import IS_A, NON_EXISTENT
+from pyorb.marshal.body import IS_A, NON_EXISTENT, operation_descriptors
 
 if TYPE_CHECKING:
     from pyorb.client.calls import Route
@@ -195,8 +195,7 @@ def proxy_class(interface: type | None) -> type[ObjectRef]:
     if cls is None:
         assert interface is not None
         methods: dict[str, Any] = {"__slots__": (), "_interface": interface}
-        for name, desc in _op_descriptors(interface):
-            wire = name[3:]
+        for wire, desc in operation_descriptors(interface).items():
             attr = "_" + wire if keyword.iskeyword(wire) else wire
             methods.update(_make_methods(Operation(wire, desc), attr))
         if not _is_stub_class(interface):
@@ -231,17 +230,6 @@ def interface_for(repo_id: str) -> type | None:
     if isinstance(found, type) and _is_stub_class(found):
         return found
     return None
-
-
-def _op_descriptors(cls: type) -> list[tuple[str, Any]]:
-    """``(_d_<op>, descriptor)`` of each operation (not the ``_d_<Type>`` of types declared inside)."""
-    found = []
-    for name in dir(cls):
-        desc = getattr(cls, name) if name.startswith("_d_") else None
-        # (in types, out types or None for oneway, exceptions); type descriptors start with a kind number.
-        if isinstance(desc, tuple) and len(desc) == 3 and isinstance(desc[0], tuple):
-            found.append((name, desc))
-    return found
 
 
 def _is_stub_class(cls: type) -> bool:

@@ -156,12 +156,7 @@ class ServerConnection(GIOPProtocol):
         self._version = req.version
         call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian,
                     req.response_expected, self, route.stats)
-        # ServerLoad.started, inline: this runs for every request.
-        load = self.load
-        self.in_flight += 1
-        load.total += 1
-        if self.in_flight >= load.max_per_connection or load.total >= load.max_total:
-            load.full(self)
+        self.load.started(self)
         if route.deadline is not None:
             call.timer = self.loop.call_later(route.deadline, call.expire)
         task = route.strategy.dispatch(call)
@@ -357,15 +352,10 @@ class ServerConnection(GIOPProtocol):
 
     # -- lifecycle -----------------------------------------------------------
     def request_finished(self, request_id: int) -> None:
-        # ServerLoad.finished, inline: this runs for every request.
         waiting = self.waiting
         if waiting is not None:
             waiting.pop(request_id, None)
-        self.in_flight -= 1
-        load = self.load
-        load.total -= 1
-        if load.held or self.draining:
-            load.wake(self)
+        self.load.finished(self)
 
     def drain(self) -> None:
         """Take no new requests; close with CloseConnection once the last is answered."""

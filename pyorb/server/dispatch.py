@@ -46,16 +46,7 @@ class Call(ReplySink):
         channel: Channel,
         stats: Recorder,
     ) -> None:
-        # ReplySink's fields are set here directly: this runs for every request.
-        self.request_id = request_id
-        self.version = version
-        self.little_endian = little_endian
-        self.op = entry.op
-        self.response_expected = response_expected
-        self.channel = channel
-        self.done = False
-        self.on_sent = None
-        self.expired = False
+        super().__init__(request_id, version, little_endian, entry.op, response_expected, channel)
         self.servant = servant
         self.entry = entry
         self.args = args

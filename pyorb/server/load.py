@@ -46,8 +46,20 @@ class ServerLoad:
         self._refusal_logged = float("-inf")
         self.max_connections = config.max_connections  # the server fits it to the descriptor limit
 
-    # The counting itself is inlined in ServerConnection (request start and
-    # end run for every request); these are the rare paths.
+    def started(self, conn: ServerConnection) -> None:
+        """A request of ``conn`` starts: count it, and stop reading at a limit."""
+        conn.in_flight += 1
+        self.total += 1
+        if conn.in_flight >= self.max_per_connection or self.total >= self.max_total:
+            self.full(conn)
+
+    def finished(self, conn: ServerConnection) -> None:
+        """A request of ``conn`` is over (replied, cancelled or dropped)."""
+        conn.in_flight -= 1
+        self.total -= 1
+        if self.held or conn.draining:
+            self.wake(conn)
+
     def full(self, conn: ServerConnection) -> None:
         """A limit is reached: stop reading ``conn``, or every connection."""
         if self.total >= self.max_total:
