@@ -147,3 +147,21 @@ def test_a_wrong_value_inside_a_struct_with_references_is_bad_param() -> None:
         label.args.pack((Interop.Point(1.0, 2.0, "no target member"),), 0, True)
     with pytest.raises(CORBA.BAD_PARAM):
         label.args.pack((Interop.Holder("x", 42),), 0, True)
+
+
+def test_operations_of_an_interface_with_a_type_declared_inside(tmp_path: object) -> None:
+    """A struct declared inside an interface gives the stub class a ``_d_<Type>`` too:
+    the client, its proxies and the CLI list only operations (they raised TypeError before #13)."""
+    from pathlib import Path
+
+    from pyorb.cli.call import operations
+    from pyorb.client.calls import interface_operations
+    from pyorb.client.proxy import proxy_class
+
+    idl = Path(str(tmp_path)) / "nested.idl"
+    idl.write_text("module NestedOps { interface I { struct S { long a; }; S get (); oneway void ping (); }; };")
+    iface = pyorb.load_idl(idl).NestedOps.I
+    assert sorted(body.operation_descriptors(iface)) == ["get", "ping"]
+    assert sorted(interface_operations(iface)) == ["get", "ping"]
+    assert sorted(operations(iface)) == ["get", "ping"]
+    assert callable(proxy_class(iface).get)
