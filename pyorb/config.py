@@ -22,6 +22,9 @@ class Config:
     """Largest GIOP message accepted or sent (a reassembled fragment train counts whole)."""
     max_fragment_trains: int = 32
     """Fragmented messages that may be in reassembly at once on one connection."""
+    max_fragment_size: int | None = None
+    """GIOP 1.2 Requests and Replies longer than this many octets are sent as fragments of at most this size
+    (a multiple of 8, at least 64); None sends every message whole."""
     read_timeout: float = 30.0
     """Seconds a partly received message (or fragment train) may stall before the connection is dropped."""
     call_timeout: float | None = None
@@ -62,6 +65,8 @@ class Config:
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:
             raise ValueError(f"max_message_size must be at least 1024 bytes, got {self.max_message_size}")
+        if self.max_fragment_size is not None and (self.max_fragment_size < 64 or self.max_fragment_size % 8):
+            raise ValueError(f"max_fragment_size must be a multiple of 8, at least 64, got {self.max_fragment_size}")
         if self.max_fragment_trains < 1:
             raise ValueError(f"max_fragment_trains must be at least 1, got {self.max_fragment_trains}")
         for name in ("read_timeout", "connect_timeout", "write_timeout"):

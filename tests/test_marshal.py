@@ -165,3 +165,5 @@ def test_operations_of_an_interface_with_a_type_declared_inside(tmp_path: object
     assert sorted(interface_operations(iface)) == ["get", "ping"]
     assert sorted(operations(iface)) == ["get", "ping"]
     assert callable(proxy_class(iface).get)
+    hardening = pyorb.load_idl("idl/hardening.idl").Hardening
+    assert {"make_point", "give_point"} <= set(body.operation_descriptors(hardening.Target))  # value types: 5 items

@@ -55,6 +55,7 @@ class GIOPProtocol(asyncio.Protocol):
             max_message_size=config.max_message_size,
             max_fragment_trains=config.max_fragment_trains,
             clock=self.loop.time,
+            max_fragment_size=config.max_fragment_size,
         )
         self.transport: asyncio.Transport | None = None
         self.loop_thread = threading.get_ident()

@@ -79,9 +79,10 @@ class BlockingConnection:
     def __init__(self, sock: socket.socket, config: Config) -> None:
         self._sock = sock
         self._core = GIOPConnection(
-            Role.CLIENT, max_message_size=config.max_message_size, max_fragment_trains=config.max_fragment_trains
+            Role.CLIENT, max_message_size=config.max_message_size, max_fragment_trains=config.max_fragment_trains,
+            max_fragment_size=config.max_fragment_size,
         )
-        self._writer = RequestWriter(config)
+        self._writer = RequestWriter(config, self._core)
         self._read_timeout = config.read_timeout
         self._lock = threading.Lock()
         self.is_open = True
@@ -98,9 +99,9 @@ class BlockingConnection:
         return cls(sock, config)
 
     @property
-    def writer(self) -> RequestWriter:
-        """What the connection's requests share, the code sets chosen for it among them."""
-        return self._writer
+    def core(self) -> GIOPConnection:
+        """The connection's protocol state (its code sets among it)."""
+        return self._core
 
     def call(self, op: Operation, args: tuple[Any, ...], route: Route, deadline: float | None) -> Reply | None:
         """Send a request to ``route``'s object and wait for its reply (None for a oneway call)."""
@@ -286,12 +287,11 @@ class BlockingClient:
         for _hop in range(self.config.max_forwards + 1):
             if route is None:
                 raise CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO)
-            reply, writer = self._request(route, op, args, deadline)
+            reply, core = self._request(route, op, args, deadline)
             if reply is None:
                 return CallResult(None, 0)
             try:
-                result = reply_result(op, reply, self.from_objref, self.value_bounds, writer.char_set,
-                                      writer.wide_giop11)
+                result = reply_result(op, reply, self.from_objref, self.value_bounds, core.char_set, core.wide_giop11)
                 return CallResult(result, len(reply.body))
             except LocationForward as fwd:
                 route = self.route(fwd.target)
@@ -299,12 +299,12 @@ class BlockingClient:
 
     def _request(
         self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None
-    ) -> tuple[Reply | None, RequestWriter]:
-        """The reply (None for a oneway call) and the writer (code sets) of the connection it came on."""
+    ) -> tuple[Reply | None, GIOPConnection]:
+        """The reply (None for a oneway call) and the protocol state (code sets) of the connection it came on."""
         for _attempt in range(2):
             conn, reached = self._reachable(route, deadline)
             try:
-                return conn.call(op, args, reached, deadline), conn.writer
+                return conn.call(op, args, reached, deadline), conn.core
             except StaleConnection:
                 pass  # another caller lost it while we waited: safe to use a new one
         raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)

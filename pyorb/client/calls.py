@@ -17,8 +17,8 @@ from omniORB import CORBA
 from pyorb import marshal
 from pyorb.marshal import layout
 from pyorb.config import Config
-from pyorb.giop import codec
 from pyorb.giop.cdr import CDRReader
+from pyorb.giop.connection import GIOPConnection
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import (
     CS_ISO8859_1,
@@ -81,23 +81,19 @@ def choose_code_sets(version: Version, server: CodeSetsInfo | None) -> tuple[int
 
 
 class RequestWriter:
-    """Encodes the requests of one client connection.
+    """Encodes the requests of one client connection, through its protocol core.
 
-    It owns what the connection's requests share: the request id counter and
-    the transmission code sets, chosen with the first request (whose
-    CodeSets context tells the server) and kept for the connection's life.
+    It owns the request id counter and the choice of code sets with the
+    first request of the connection (whose CodeSets context tells the
+    server); the core keeps them for the connection's life.
     """
 
-    __slots__ = ("_next_id", "_chosen", "char_set", "wide_giop11", "little_endian", "max_message_size")
+    __slots__ = ("_next_id", "_chosen", "core", "little_endian", "max_message_size")
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, core: GIOPConnection) -> None:
         self._next_id = 1
         self._chosen = False
-        self.char_set = CS_UTF8
-        """The char transmission code set (an OSF id) once a request has gone out."""
-        self.wide_giop11 = True
-        """GIOP 1.1 wide text in the standard GIOP 1.1 form (False: GIOP 1.2's, which omniORB
-        servers want), chosen with the first request from the server's TAG_ORB_TYPE."""
+        self.core = core
         self.little_endian = config.little_endian
         self.max_message_size = config.max_message_size
 
@@ -112,18 +108,21 @@ class RequestWriter:
     ) -> tuple[int, bytes]:
         """The request id and bytes of a call of ``op``.
 
-        ``code_sets`` are the target's (from its IOR profile): the first
-        request of the connection chooses its code sets from them.  Raises a
-        CORBA system exception (completed NO) if the arguments do not
-        marshal (DATA_CONVERSION for text the code set cannot carry), or
-        MARSHAL if the message exceeds max_message_size.
+        ``code_sets`` and ``orb_type`` are the target's (from its IOR
+        profile): the first request of the connection chooses its code sets
+        and its form of GIOP 1.1 wide text from them.  Raises a CORBA system
+        exception (completed NO) if the arguments do not marshal
+        (DATA_CONVERSION for text the code set cannot carry), or MARSHAL if
+        the body exceeds max_message_size.
         """
+        core = self.core
         contexts: tuple[ServiceContext, ...] = ()
-        cs, wide11 = self.char_set, self.wide_giop11
         if not self._chosen:
             # CORBA sends the negotiated code sets once, with the first request.
             cs, contexts = choose_code_sets(version, code_sets)
-            wide11 = orb_type != ORB_TYPE_OMNIORB
+            core.char_set = cs
+            core.wide_giop11 = orb_type != ORB_TYPE_OMNIORB
+        cs = core.char_set
         rid = self._request_id()
         le = self.little_endian
         flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
@@ -132,28 +131,33 @@ class RequestWriter:
                 body = op.args.pack(args, 0, le, cs)
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
+            self._check_size(body)
             if contexts:
-                data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
+                data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
             else:  # the common case, without building a Request object
-                data = codec.encode_request_12(rid, flags, object_key, op.name, body, le)
+                data = core.request_12(rid, flags, object_key, op.name, body, le)
         else:
             probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
+            wide11 = version == GIOP_1_1 and bool(core.wide_giop11)
             try:
-                body = op.args.pack(args, codec.body_offset(probe), le, cs, wide11 and version == GIOP_1_1)
+                body = op.args.pack(args, core.body_offset(probe), le, cs, wide11)
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
-            data = codec.encode(Request(rid, flags, object_key, op.name, body, contexts, version, le))
-        if len(data) > self.max_message_size:
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
+            self._check_size(body)
+            data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         if not self._chosen:
-            self.char_set, self.wide_giop11, self._chosen = cs, wide11, True
+            self._chosen = core.code_sets_chosen = True
             if cs != CS_UTF8:
                 log.debug("connection's char code set: %s", code_set_name(cs))
         return rid, data
 
+    def _check_size(self, body: bytes) -> None:
+        if len(body) > self.max_message_size:
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
+
     def cancel(self, request_id: int) -> bytes:
         """A CancelRequest for ``request_id``."""
-        return codec.encode(CancelRequest(request_id, little_endian=self.little_endian))
+        return self.core.send(CancelRequest(request_id, little_endian=self.little_endian))
 
 
 def connect_failure(endpoint: tuple[str, int], reason: BaseException | str) -> CORBA.SystemException:
@@ -176,7 +180,7 @@ class LocationForward(Exception):
 
 def reply_result(
     op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: layout.Bounds = layout.DEFAULT_BOUNDS,
-    char_set: int = CS_UTF8, wide_giop11: bool = False,
+    char_set: int = CS_UTF8, wide_giop11: bool | None = False,
 ) -> Any:
     """The value a reply to ``op`` carries (see Operation.result_value).
 
@@ -188,7 +192,7 @@ def reply_result(
     1.1 form if ``wide_giop11``.
     """
     status = reply.reply_status
-    wide11 = wide_giop11 and reply.version == GIOP_1_1
+    wide11 = bool(wide_giop11) and reply.version == GIOP_1_1
     if status in (ReplyStatus.LOCATION_FORWARD, ReplyStatus.LOCATION_FORWARD_PERM):
         raise LocationForward(_forward_target(op, reply))
     try:

@@ -25,7 +25,7 @@ class ClientConnection(GIOPProtocol):
     def __init__(self, config: Config, on_closed: Callable[[ClientConnection], None]) -> None:
         super().__init__(Role.CLIENT, config)
         self.pending: dict[int, Invocation] = {}
-        self.writer = RequestWriter(config)
+        self.writer = RequestWriter(config, self.core)
         self._on_closed = on_closed
 
     # -- sending ---------------------------------------------------------------

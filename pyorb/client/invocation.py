@@ -82,9 +82,8 @@ class Invocation:
         try:
             conn = self.conn
             if conn is not None:
-                writer = conn.writer
-                value = reply_result(self.op, reply, self.convert, conn.value_bounds, writer.char_set,
-                                     writer.wide_giop11)
+                core = conn.core
+                value = reply_result(self.op, reply, self.convert, conn.value_bounds, core.char_set, core.wide_giop11)
             else:
                 value = reply_result(self.op, reply, self.convert, layout.DEFAULT_BOUNDS)
         except LocationForward as fwd:

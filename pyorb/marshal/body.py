@@ -383,13 +383,14 @@ class Operation:
 def operation_descriptors(interface: type) -> dict[str, tuple[Any, ...]]:
     """The operations of a generated stub class, inherited ones too, by wire
     name: omniidl's ``_d_<op>`` descriptors ``(in types, out types or None
-    for oneway, exceptions)``, not the ``_d_<Type>`` of types declared inside."""
+    for oneway, exceptions, ...)``, not the ``_d_<Type>`` of types declared inside."""
     found: dict[str, tuple[Any, ...]] = {}
     for name in dir(interface):
         if name.startswith("_d_"):
             desc = getattr(interface, name)
-            # A type descriptor starts with its kind number, an operation's with a tuple of types.
-            if isinstance(desc, tuple) and len(desc) == 3 and isinstance(desc[0], tuple):
+            # A type descriptor starts with its kind number, an operation's with the tuple of its
+            # in types (omniidl adds two more items to the three when values are involved).
+            if isinstance(desc, tuple) and len(desc) >= 3 and isinstance(desc[0], tuple):
                 found[name[3:]] = desc
     return found
 

@@ -11,30 +11,26 @@ from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.aio.protocol import GIOPProtocol
-from pyorb.giop import codec
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import Role
-from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import CHAR_CONVERSIONS, CS_ISO8859_1, IOR, code_set_name, parse_code_sets_context
+from pyorb.giop.ior import CHAR_CONVERSIONS, IOR, code_set_name
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_1,
     CancelRequest,
     CloseConnection,
-    LocateReply,
     LocateRequest,
     LocateStatus,
     Message,
     MessageError,
     ReplyStatus,
     Request,
-    SC_CODE_SETS,
 )
 from pyorb.marshal.body import IS_A
 from pyorb.server.adapter import BUILTIN_NAMES, ObjectAdapter
 from pyorb.server.dispatch import Call
 from pyorb.server.load import ServerLoad
-from pyorb.server.reply import ReplyInbox, ReplySink, encode_reply
+from pyorb.server.reply import ReplyInbox, ReplySink
 from pyorb.server.servant import ServantInfo, Style
 
 if TYPE_CHECKING:
@@ -57,8 +53,8 @@ class ServerConnection(GIOPProtocol):
     """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
 
     __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "waiting", "max_message_size", "in_flight",
-                 "draining", "_refuse", "_version", "unsent", "parked", "char_set", "code_sets_chosen", "_reference",
-                 "_introduced", "_relocating", "wide_giop11")
+                 "draining", "_refuse", "_version", "unsent", "parked", "_reference", "_introduced",
+                 "_relocating")
 
     def __init__(
         self,
@@ -86,17 +82,9 @@ class ServerConnection(GIOPProtocol):
         self._version = GIOP_1_0  # of the last request: CloseConnection speaks it
         self.unsent = 0  # reply bytes made on threads, not yet queued here (ReplyInbox keeps it)
         self.parked = False  # a strategy holds our queued calls until we are not congested
-        # The transmission code set for char data: ISO-8859-1 until the client
-        # names one in a CodeSets context, as CORBA says (GIOP 1.0, or a client
-        # whose reference carried no code sets, never names one).
-        self.char_set = CS_ISO8859_1
-        self.code_sets_chosen = False
         self._reference = reference  # the full IOR of a served key, for LocateRequest
         self._introduced = 0  # LocateRequests answered OBJECT_FORWARD to the object's full IOR
         self._relocating: set[bytes] | None = None  # keys forwarded, whose next LocateRequest checks the full IOR
-        # The form of wide text in GIOP 1.1 requests: the standard one (JacORB) or
-        # GIOP 1.2's (omniORB); None until a GIOP 1.1 request with wide text shows it.
-        self.wide_giop11: bool | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -124,7 +112,9 @@ class ServerConnection(GIOPProtocol):
         if req.addressing_disposition:
             self._needs_addressing_mode(req)
             return
-        if req.service_contexts and not self.code_sets_chosen and not self._choose_code_sets(req):
+        core = self.core  # it took the code sets from the first CodeSets context
+        if core.char_set not in CHAR_CONVERSIONS:
+            self._codeset_incompatible(req)
             return
         found = self.adapter.lookup(req.object_key)
         if found is None:
@@ -141,10 +131,10 @@ class ServerConnection(GIOPProtocol):
             wide11 = self._wide_form(op, req)
         try:
             args = op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
-                                  self.value_bounds, self.char_set, wide11)
+                                  self.value_bounds, core.char_set, wide11)
         except CORBA.DATA_CONVERSION as exc:
             log.warning("cannot read the arguments of %s from %s in %s: %s", op.name, self.peer,
-                        code_set_name(self.char_set), exc)
+                        code_set_name(core.char_set), exc)
             self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO))
             return
         except CORBA.SystemException as exc:
@@ -177,42 +167,23 @@ class ServerConnection(GIOPProtocol):
         """True if this connection's GIOP 1.1 wide text is in the standard GIOP 1.1
         form, found from the first request that has some: a body that reads in
         that form (every wstring null-terminated, nothing left over) is taken as it."""
-        if self.wide_giop11 is None:
+        core = self.core
+        if core.wide_giop11 is None:
             try:
                 op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
-                               self.value_bounds, self.char_set, True)
-                self.wide_giop11 = True
+                               self.value_bounds, core.char_set, True)
+                core.wide_giop11 = True
             except CORBA.SystemException:
-                self.wide_giop11 = False
+                core.wide_giop11 = False
             log.debug("client %s sends GIOP 1.1 wide text in the GIOP %s form", self.peer,
-                      "1.1" if self.wide_giop11 else "1.2")
-        return self.wide_giop11
+                      "1.1" if core.wide_giop11 else "1.2")
+        return core.wide_giop11
 
-    def _choose_code_sets(self, req: Request) -> bool:
-        """Take the transmission code sets from the request's CodeSets context, if
-        it has one; False (the request answered CODESET_INCOMPATIBLE) for a
-        char code set pyorb does not convert.  A malformed context is ignored
-        (logged): the defaults stay, as if the client had sent none."""
-        for context in req.service_contexts:
-            if context.context_id != SC_CODE_SETS:
-                continue
-            try:
-                tcs_c, _tcs_w = parse_code_sets_context(context.data)
-            except ProtocolError as exc:
-                log.warning("client %s sent a malformed CodeSets context (ignored): %s", self.peer, exc.reason)
-                continue
-            if tcs_c == 0:  # no char code set named: the default stays
-                tcs_c = CS_ISO8859_1
-            elif tcs_c not in CHAR_CONVERSIONS:
-                log.warning("client %s chose char code set %s, which pyorb does not convert",
-                            self.peer, code_set_name(tcs_c))
-                self._system_exception(req, CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO))
-                return False
-            # Wide text is UTF-16 whatever the context says: omniORB's marshaler
-            # has no other wchar code set, and every ORB offers UTF-16.
-            self.char_set = tcs_c
-            self.code_sets_chosen = True
-        return True
+    def _codeset_incompatible(self, req: Request) -> None:
+        # Every request of the connection: its text would be in a code set pyorb cannot read.
+        log.warning("client %s chose char code set %s, which pyorb does not convert",
+                    self.peer, code_set_name(self.core.char_set))
+        self._system_exception(req, CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO))
 
     def _task_done(self, call: Call, task: asyncio.Task[None]) -> None:
         if self.tasks is not None:
@@ -243,14 +214,14 @@ class ServerConnection(GIOPProtocol):
         if target is None:
             self._system_exception(req, CORBA.OBJECT_NOT_EXIST(0, CORBA.COMPLETED_NO))
         elif req.response_expected:
-            self.send(encode_reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
-                                   lambda a: _ior_body(target, req.little_endian, a)))
+            self.send(self.core.reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
+                                      lambda a: _ior_body(target, req.little_endian, a)))
 
     def _system_exception(self, req: Request, exc: CORBA.SystemException) -> None:
         if req.response_expected:
             le = req.little_endian
-            self.send(encode_reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
-                                   lambda a: marshal.pack_system_exception(exc, a, le)))
+            self.send(self.core.reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
+                                      lambda a: marshal.pack_system_exception(exc, a, le)))
 
     def _needs_addressing_mode(self, req: Request) -> None:
         if req.response_expected:
@@ -259,26 +230,23 @@ class ServerConnection(GIOPProtocol):
                 w.short(0)  # GIOP::KeyAddr: we only understand object keys
                 return w.getvalue()
 
-            self.send(encode_reply(req.request_id, ReplyStatus.NEEDS_ADDRESSING_MODE, req.version,
-                                   req.little_endian, key_addr))
+            self.send(self.core.reply(req.request_id, ReplyStatus.NEEDS_ADDRESSING_MODE, req.version,
+                                      req.little_endian, key_addr))
 
     def _locate(self, req: LocateRequest) -> None:
-        le, body = req.little_endian, b""
+        le = req.little_endian
         target = self.adapter.forwarded(req.object_key)
         if self.adapter.lookup(req.object_key) is not None:
             status = LocateStatus.OBJECT_HERE
             target = self._introduction(req)
             if target is not None:
                 status = LocateStatus.OBJECT_FORWARD
-                probe = LocateReply(req.request_id, status, b"", req.version, le)
-                body = _ior_body(target, le, codec.body_offset(probe))
         elif target is not None:
             status = LocateStatus.OBJECT_FORWARD
-            probe = LocateReply(req.request_id, status, b"", req.version, le)
-            body = _ior_body(target, le, codec.body_offset(probe))
         else:
             status = LocateStatus.UNKNOWN_OBJECT
-        self.send(codec.encode(LocateReply(req.request_id, status, body, req.version, le)))
+        pack = None if target is None else functools.partial(_ior_body, target, le)
+        self.send(self.core.locate_reply(req.request_id, status, req.version, le, pack))
 
     def _introduction(self, req: LocateRequest) -> IOR | None:
         """The full IOR to forward a LocateRequest for a served object to, if any.
@@ -293,7 +261,7 @@ class ServerConnection(GIOPProtocol):
         names code sets, or after a bounded number of forwards (a client
         that ignores them cannot loop for ever), the answer is OBJECT_HERE.
         """
-        if self._reference is None or self.code_sets_chosen or req.version == GIOP_1_0:
+        if self._reference is None or self.core.code_sets_chosen or req.version == GIOP_1_0:
             return None
         relocating = self._relocating
         if relocating is None:
@@ -367,7 +335,7 @@ class ServerConnection(GIOPProtocol):
     def close_idle(self) -> None:
         """Tell the client that no request is lost (CloseConnection), then close."""
         if self.is_open:
-            self.send(codec.encode(CloseConnection(self._version)))
+            self.send(self.core.send(CloseConnection(self._version)))
             self.close()
 
     def closed(self, exc: BaseException | None) -> None:

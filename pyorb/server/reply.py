@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from omniORB import CORBA
 
 from pyorb import marshal
-from pyorb.giop import codec
-from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, Reply, ReplyStatus, Version
+from pyorb.giop.connection import GIOPConnection
+from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, ReplyStatus, Version
 
 if TYPE_CHECKING:
     from pyorb.marshal import Operation
@@ -91,10 +91,8 @@ class Channel(Protocol):
     """Bytes of replies made on other threads and not yet queued on the loop (kept by ReplyInbox)."""
     parked: bool
     """A strategy holds this connection's queued calls until it is no longer :attr:`congested`."""
-    char_set: int
-    """The transmission code set of the connection's ``string`` data (an OSF code set id)."""
-    wide_giop11: bool | None
-    """The client's GIOP 1.1 wide text is in the standard GIOP 1.1 form (False: GIOP 1.2's; None: not seen)."""
+    core: GIOPConnection
+    """The connection's protocol state: it encodes the replies, in its code sets (safe from any thread)."""
 
     @property
     def congested(self) -> bool:
@@ -107,18 +105,6 @@ class Channel(Protocol):
 
     def request_finished(self, request_id: int) -> None:
         """Request ``request_id`` of the connection is over (loop thread)."""
-
-
-def encode_reply(
-    request_id: int, status: ReplyStatus, version: Version, le: bool, pack: Callable[[int], bytes]
-) -> bytes:
-    """Encode a Reply whose body ``pack(align)`` marshals for its offset."""
-    if version == GIOP_1_2:
-        body = pack(0)
-    else:
-        probe = Reply(request_id, status, b"", version=version, little_endian=le)
-        body = pack(codec.body_offset(probe))
-    return codec.encode(Reply(request_id, status, body, version=version, little_endian=le))
 
 
 # One lock for every sink's outcome: it is held only for a test-and-set, so sharing it costs little.
@@ -187,15 +173,16 @@ class ReplySink:
             return
         op = self.op
         le = self.little_endian
-        cs = self.channel.char_set
+        core = self.channel.core
+        cs = core.char_set
         failed = False
         try:
             values = op.result_tuple(value)
             if self.version == GIOP_1_2:  # the common case, without a closure
                 body = op.results.pack(values, 0, le, cs)
-                data = codec.encode_reply_12(self.request_id, 0, body, le)  # 0: NO_EXCEPTION
+                data = core.reply_12(self.request_id, 0, body, le)  # 0: NO_EXCEPTION
             else:
-                wide11 = self.version == GIOP_1_1 and bool(self.channel.wide_giop11)
+                wide11 = self.version == GIOP_1_1 and bool(core.wide_giop11)
                 data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le, cs, wide11))
         except CORBA.DATA_CONVERSION as exc:  # text the connection's char code set cannot carry
             log.warning("operation %s returned text the client's code set cannot carry: %s", op.name, exc)
@@ -241,8 +228,8 @@ class ReplySink:
 
     def exception_bytes(self, exc: BaseException) -> bytes:
         if isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions:
-            le, cs = self.little_endian, self.channel.char_set
-            wide11 = self.version == GIOP_1_1 and bool(self.channel.wide_giop11)
+            le, core = self.little_endian, self.channel.core
+            cs, wide11 = core.char_set, self.version == GIOP_1_1 and bool(core.wide_giop11)
             try:
                 return self._encode(ReplyStatus.USER_EXCEPTION,
                                     lambda a: self.op.pack_user_exception(exc, a, le, cs, wide11))
@@ -258,7 +245,7 @@ class ReplySink:
         return self._encode(ReplyStatus.SYSTEM_EXCEPTION, lambda a: marshal.pack_system_exception(exc, a, le))
 
     def _encode(self, status: ReplyStatus, pack: Callable[[int], bytes]) -> bytes:
-        return encode_reply(self.request_id, status, self.version, self.little_endian, pack)
+        return self.channel.core.reply(self.request_id, status, self.version, self.little_endian, pack)
 
     def expire(self) -> None:
         """The request's deadline passed: the client gets TIMEOUT; a later reply is discarded."""
