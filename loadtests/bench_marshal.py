@@ -1,7 +1,8 @@
-"""In-process cost of marshaling one call's body: ns per pack and unpack.
+"""In-process cost of one call's message work: ns per pack, unpack and message decode.
 
-Times ``pyorb.marshal`` (what every call pays on each side, besides the
-GIOP header and the event loop) for a few bodies, best of several repeats.
+Times ``pyorb.marshal`` for a few bodies (what every call pays on each side
+besides the GIOP header and the event loop) and the protocol core's
+framing and decoding of a small Request and Reply, over several repeats.
 An A/B against another checkout runs this script twice, the second time
 with ``PYTHONPATH=/path/to/other`` from that checkout; the process must
 import pyorb from the tree it is measuring, which the header line shows.
@@ -60,7 +61,32 @@ def main() -> None:
             per_call = [t / ns.number * 1e9 for t in timeit.repeat(job, number=ns.number, repeat=ns.repeats)]
             table.add_row(name, what, f"{min(per_call):.0f}", f"{statistics.median(per_call):.0f}",
                           f"{max(per_call):.0f}")
+    table.add_section()
+    for name, job in core_jobs():
+        per_call = [t / ns.number * 1e9 for t in timeit.repeat(job, number=ns.number, repeat=ns.repeats)]
+        table.add_row(name, "receive + decode", f"{min(per_call):.0f}", f"{statistics.median(per_call):.0f}",
+                      f"{max(per_call):.0f}")
     console.print(table)
+
+
+def core_jobs() -> list[tuple[str, Callable[[], Any]]]:
+    """GIOPConnection.receive_data + next_event of a ping's Request (server) and Reply (client)."""
+    from pyorb.giop import codec
+    from pyorb.giop.connection import GIOPConnection, Role
+
+    request = codec.encode_request_12(1, 3, b"key", "ping", bytes(8), True)
+    reply = codec.encode_reply_12(1, 0, bytes(8), True)
+    server, client = GIOPConnection(Role.SERVER), GIOPConnection(Role.CLIENT)
+
+    def take_request() -> None:
+        server.receive_data(request)
+        server.next_event()
+
+    def take_reply() -> None:
+        client.receive_data(reply)
+        client.next_event()
+
+    return [("GIOP 1.2 Request (ping)", take_request), ("GIOP 1.2 Reply (ping)", take_reply)]
 
 
 if __name__ == "__main__":

@@ -66,3 +66,11 @@ def test_marshal_benchmark_prints_its_table() -> None:
     assert done.returncode == 0, done.stderr
     assert "ping (unsigned long long)" in done.stdout and "unpack" in done.stdout
     assert f"pyorb from {ROOT / 'pyorb'}" in done.stdout.replace("\n", "")
+
+
+def test_alternating_ab_prints_both_sides() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests/ab_echo.py"), "--against", str(ROOT), "--rounds", "1",
+                           "--seconds", "0.5", "--concurrency", "8"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "median this / against:" in done.stdout and done.stdout.count(str(ROOT)) >= 2

@@ -1,0 +1,73 @@
+"""Alternating A/B of pyorb-to-pyorb echo throughput: this checkout against another.
+
+Each round runs servers/pyorb_echo.py and loadtests/pyorb_echo_client.py of
+one checkout, then of the other (the order flips every round, so neither
+always goes first on a machine that warms up or slows down), and prints
+calls/s per run with the median, minimum and maximum of each side.
+
+    git worktree add /tmp/pyorb-before <commit>
+    python loadtests/ab_echo.py --against /tmp/pyorb-before --rounds 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def one_run(tree: Path, concurrency: int, seconds: float) -> float:
+    """calls/s of one server and client of ``tree``, both importing pyorb from it."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    server = subprocess.Popen([sys.executable, str(tree / "servers/pyorb_echo.py")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
+    try:
+        assert server.stdout is not None
+        ior = server.stdout.readline().strip()
+        done = subprocess.run([sys.executable, str(tree / "loadtests/pyorb_echo_client.py"), ior, "--concurrency",
+                               str(concurrency), "--seconds", str(seconds), "--warmup", "0.5"],
+                              capture_output=True, text=True, env=env, cwd=tree, timeout=seconds + 60, check=True)
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()  # the server stops at stdin end of file
+        server.wait(30)
+        if server.stdout is not None:
+            server.stdout.close()
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(result["calls"]) / float(result.get("seconds", seconds))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", type=Path, required=True, help="the other checkout (a git worktree)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds; each runs both sides once")
+    parser.add_argument("--concurrency", type=int, default=64, help="calls in flight on the one connection")
+    parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds per run")
+    ns = parser.parse_args()
+    sides = {"this": HERE, "against": ns.against.resolve()}
+    runs: dict[str, list[float]] = {name: [] for name in sides}
+    for rnd in range(ns.rounds):
+        order = list(sides) if rnd % 2 == 0 else list(reversed(sides))
+        for name in order:
+            runs[name].append(one_run(sides[name], ns.concurrency, ns.seconds))
+    table = Table("checkout", "calls/s per run", "median", "min", "max",
+                  title=f"pyorb -> pyorb echo, {ns.concurrency} in flight, {ns.rounds} alternating rounds")
+    for name, values in runs.items():
+        table.add_row(f"{name} ({sides[name]})", " ".join(f"{v:,.0f}" for v in values),
+                      f"{statistics.median(values):,.0f}", f"{min(values):,.0f}", f"{max(values):,.0f}")
+    console = Console()
+    console.print(table)
+    console.print(f"median this / against: {statistics.median(runs['this']) / statistics.median(runs['against']):.3f}")
+
+
+if __name__ == "__main__":
+    main()
