@@ -190,3 +190,40 @@ async def test_a_malformed_code_sets_context_is_ignored(server: pyorb.Server) ->
 
     (reply,) = await exchange(server, echo(1, b"p\xe9", ServiceContext(SC_CODE_SETS, b"\x01\x02")))
     assert reply_text(reply) == b"p\xe9"  # the default (ISO-8859-1) stays
+
+
+WIDE_UNION_IDL = """
+module WideUnion {
+  union Choice switch (long) { case 1: wchar c; case 2: wstring s; default: long n; };
+  typedef sequence<wchar> WChars;
+  struct Both { Choice pick; WChars chars; wstring label; };
+  interface E { Choice echo (in Choice v); Both echo_both (in Both b); };
+};
+"""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", [(1, 2), (1, 1)], ids=["giop1.2", "giop1.1"])
+async def test_wide_text_inside_unions_structs_and_sequences(tmp_path: object, version: tuple[int, int]) -> None:
+    """wchar and wstring as union arms, a sequence<wchar> (no terminating null) and a wstring
+    member, in both wide forms (a wchar in a union was not read before #13)."""
+    from pathlib import Path
+
+    idl = Path(str(tmp_path)) / "wide_union.idl"
+    idl.write_text(WIDE_UNION_IDL)
+    loaded = pyorb.load_idl(idl)
+    W = loaded.WideUnion
+
+    class Echo(loaded.WideUnion__POA.E):  # type: ignore[misc,name-defined]
+        def echo(self, v: object) -> object:
+            return v
+
+        def echo_both(self, b: object) -> object:
+            return b
+
+    async with pyorb.Server() as server, pyorb.Client(pyorb.Config(giop_version=version)) as client:
+        e = client.resolve(server.ior(server.activate(Echo(), "E")), W.E)
+        got = [await e.echo(v) for v in (W.Choice(c="\u20ac"), W.Choice(s="w\u20ac\U0001F600"), W.Choice(3, 7))]
+        assert [(g._d, g._v) for g in got] == [(1, "\u20ac"), (2, "w\u20ac\U0001F600"), (3, 7)]
+        both = await e.echo_both(W.Both(W.Choice(c="x"), ["a", "b", "\u20ac"], "lbl\xe9"))
+        assert (both.pick._v, both.chars, both.label) == ("x", ["a", "b", "\u20ac"], "lbl\xe9")

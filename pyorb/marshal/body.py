@@ -70,34 +70,22 @@ def _padded(desc: Descriptor, names: list[str], descs: Iterable[Descriptor], pad
 # either way and needs nothing.
 
 
-def _text_out(char_set: int) -> Callable[[bytes], bytes]:
+def _recoder(char_set: int, outgoing: bool) -> Callable[[bytes], bytes]:
+    """Re-encodes a string's octets from UTF-8 (omniORB's) into ``char_set``, or back."""
     codec = CODE_SET_CODECS.get(char_set)
     if codec is None:
         raise CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO)
+    source, target = ("utf-8", codec) if outgoing else (codec, "utf-8")
+    minor = omniORB.DATA_CONVERSION_CannotMapChar if outgoing else omniORB.DATA_CONVERSION_BadInput
+    why = f"a string holds a character {codec} cannot encode" if outgoing else f"a string is not valid {codec}"
 
-    def encode(utf8: bytes) -> bytes:
+    def recode(octets: bytes) -> bytes:
         try:
-            return utf8.decode("utf-8").encode(codec)
+            return octets.decode(source).encode(target)
         except UnicodeError:
-            raise CORBA.DATA_CONVERSION(omniORB.DATA_CONVERSION_CannotMapChar, CORBA.COMPLETED_NO,
-                                        f"a string holds a character {codec} cannot encode") from None
+            raise CORBA.DATA_CONVERSION(minor, CORBA.COMPLETED_NO, why) from None
 
-    return encode
-
-
-def _text_in(char_set: int) -> Callable[[bytes], bytes]:
-    codec = CODE_SET_CODECS.get(char_set)
-    if codec is None:
-        raise CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO)
-
-    def decode(raw: bytes) -> bytes:
-        try:
-            return raw.decode(codec).encode("utf-8")
-        except UnicodeError:
-            raise CORBA.DATA_CONVERSION(omniORB.DATA_CONVERSION_BadInput, CORBA.COMPLETED_NO,
-                                        f"a string is not valid {codec}") from None
-
-    return decode
+    return recode
 
 
 class BodyCodec:
@@ -194,7 +182,8 @@ class BodyCodec:
     def _pack_in(self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int) -> bytes:
         body = self.pack(values, align, little_endian)
         try:
-            return layout.transcode_strings(self._descs, body, little_endian, align % 8, _text_out(char_set))
+            recode = _recoder(char_set, outgoing=True)
+            return layout.transcode_strings(self._descs, body, little_endian, align % 8, recode)
         except ValueError as exc:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
 
@@ -259,7 +248,8 @@ class BodyCodec:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         if char_set != CS_UTF8 and self._strings:
             try:
-                body = layout.transcode_strings(self._descs, body, little_endian, pad, _text_in(char_set))
+                recode = _recoder(char_set, outgoing=False)
+                body = layout.transcode_strings(self._descs, body, little_endian, pad, recode)
             except ValueError as exc:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         elif self._bounded:
