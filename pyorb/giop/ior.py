@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Sequence, Union
 
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
@@ -385,11 +385,15 @@ def build_ior(
     code_sets: CodeSetsInfo | None = DEFAULT_CODE_SETS,
     orb_type: int | None = None,
     little_endian: bool = True,
+    alternates: Sequence[tuple[str, int]] = (),
 ) -> IOR:
     """An IOR with one IIOP profile, as a pyorb server publishes it.
 
-    IIOP 1.0 profiles carry no components, so ``code_sets`` and ``orb_type``
-    are dropped for ``version=(1, 0)``.
+    ``alternates`` are further addresses of the same object, written as
+    TAG_ALTERNATE_IIOP_ADDRESS components (clients try them in order when
+    ``host``:``port`` does not answer).  IIOP 1.0 profiles carry no
+    components, so ``code_sets``, ``orb_type`` and ``alternates`` are
+    dropped for ``version=(1, 0)``.
     """
     _check_endpoint(host, port, version)
     components: list[TaggedComponent] = []
@@ -398,6 +402,9 @@ def build_ior(
             components.append(orb_type_component(orb_type, little_endian))
         if code_sets is not None:
             components.append(code_sets.to_component(little_endian))
+        for alt_host, alt_port in alternates:
+            _check_endpoint(alt_host, alt_port, version)
+            components.append(alternate_address_component(alt_host, alt_port, little_endian))
     profile = IIOPProfile(version, host, port, object_key, tuple(components), little_endian)
     return IOR(type_id, (profile,), little_endian)
 
@@ -551,14 +558,20 @@ def _check_ipv6(host: str) -> None:
         raise ValueError(f"corbaloc: {host!r} is not an IPv6 address") from None
 
 
-def to_corbaloc(host: str, port: int, object_key: bytes, version: tuple[int, int] = (1, 2)) -> str:
-    """``corbaloc:iiop:1.2@host:port/key`` with the key %-escaped.
+def to_corbaloc(
+    host: str, port: int, object_key: bytes, version: tuple[int, int] = (1, 2),
+    alternates: Sequence[tuple[str, int]] = (),
+) -> str:
+    """``corbaloc:iiop:1.2@host:port[,iiop:1.2@alternate:port...]/key`` with the key %-escaped.
 
     The version is always written: without it a client assumes GIOP 1.0.
     """
-    _check_endpoint(host, port, version)
-    shown = f"[{host}]" if ":" in host else host
-    return f"corbaloc:iiop:{version[0]}.{version[1]}@{shown}:{port}/{escape_key(object_key)}"
+    addresses = []
+    for h, p in ((host, port), *alternates):
+        _check_endpoint(h, p, version)
+        shown = f"[{h}]" if ":" in h else h
+        addresses.append(f"iiop:{version[0]}.{version[1]}@{shown}:{p}")
+    return f"corbaloc:{','.join(addresses)}/{escape_key(object_key)}"
 
 
 def parse_reference(text: str) -> IOR:

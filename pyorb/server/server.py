@@ -8,8 +8,9 @@ import inspect
 import logging
 import os
 import signal
+import socket
 from types import TracebackType
-from typing import Any, Callable, Mapping, Protocol, cast
+from typing import Any, Callable, Mapping, Protocol, Sequence, cast
 
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
@@ -54,6 +55,57 @@ the server package never imports the client package, the application
 def _default_proxy_maker(config: Config) -> ProxyMaker:
     module, _, name = DEFAULT_PROXY_MAKER.partition(":")
     return cast(ProxyMaker, getattr(importlib.import_module(module), name)(config))
+
+
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+"""Bind addresses meaning every interface: not an address a client could call."""
+
+
+def published_addresses(
+    bound: Sequence[tuple[str, int]], publish: str | Sequence[str] | None = None
+) -> list[tuple[str, int]]:
+    """The addresses a server writes into its IORs and corbaloc URLs, in order.
+
+    ``bound`` are the (host, port) pairs it listens on.  Without ``publish``
+    each one is published as it is bound, except that a wildcard bind
+    publishes this machine's host name (as omniORB does); loopback binds
+    publish loopback.  ``publish`` names the addresses instead, each
+    ``host``, ``host:port`` or ``[ipv6]:port`` (the port defaults to the
+    first bound one): what clients elsewhere must call, behind NAT or a
+    proxy, whatever the server binds.
+    """
+    if publish is None:
+        found: list[tuple[str, int]] = []
+        for host, port in bound:
+            address = (socket.gethostname() if host in WILDCARD_HOSTS else host, port)
+            if address not in found:
+                found.append(address)
+        return found
+    entries = [publish] if isinstance(publish, str) else list(publish)
+    if not entries:
+        raise ValueError("publish names no address")
+    return [_host_port(entry, bound[0][1]) for entry in entries]
+
+
+def _host_port(text: str, default_port: int) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):  # [ipv6] or [ipv6]:port
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:  # a host name, an IPv4 address, or a bare IPv6 address
+        host, port_text = text, ""
+    if not host or host in WILDCARD_HOSTS:
+        raise ValueError(f"cannot publish {text!r}: name a host clients can reach")
+    port = int(port_text) if port_text else default_port
+    if not 1 <= port <= 65535:
+        raise ValueError(f"cannot publish {text!r}: port out of range")
+    return host, port
+
+
+def _shown(addresses: Sequence[tuple[str, int]]) -> str:
+    return ", ".join(f"[{h}]:{p}" if ":" in h else f"{h or '*'}:{p}" for h, p in addresses)
 
 
 def _unchanged(ref: Any, _static: str) -> Any:
@@ -128,6 +180,13 @@ class Server:
 
     ``reuse_port`` lets several processes accept on one port (SO_REUSEPORT),
     each with its own event loop: AMH on more than one core.
+
+    ``endpoints`` listens on several (host, port) pairs instead of
+    ``host``:``port`` (IPv4 and IPv6, wildcards included); ``publish`` sets
+    the addresses written into IORs and corbaloc URLs, independently of
+    what is bound (see :func:`published_addresses`).  The first published
+    address goes into the IIOP profile, the others into
+    TAG_ALTERNATE_IIOP_ADDRESS components, which clients try in order.
     """
 
     def __init__(
@@ -140,13 +199,24 @@ class Server:
         objref_converter: Callable[..., Any] | None = None,
         client: ProxyMaker | None = None,
         reuse_port: bool = False,
+        endpoints: Sequence[tuple[str, int]] | None = None,
+        publish: str | Sequence[str] | None = None,
     ) -> None:
-        if not 0 <= port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {port}")
+        binds = list(endpoints) if endpoints is not None else [(host, port)]
+        if not binds:
+            raise ValueError("endpoints names no (host, port) to listen on")
+        for _bind_host, bind_port in binds:
+            if not 0 <= bind_port <= 65535:
+                raise ValueError(f"port must be in 0..65535, got {bind_port}")
+        if publish is not None:
+            published_addresses([(h, p or 1) for h, p in binds], publish)  # a bad entry fails here, not at start
         self.config = config
         self.adapter = ObjectAdapter("reactive" if strategy is None else strategy)
-        self._host = host
-        self._port = port
+        self._binds = binds
+        self._publish = publish
+        self._host, self._port = binds[0]
+        self._published: list[tuple[str, int]] = []
+        self._listeners: list[asyncio.base_events.Server] = []
         self._reuse_port = reuse_port
         self._client = client
         self._owns_client = client is None
@@ -169,13 +239,25 @@ class Server:
             log.warning("max_connections lowered from %d to %d to fit the descriptor limit (RLIMIT_NOFILE); "
                         "raise the limit to serve more", self.config.max_connections, fitted)
         self.load.max_connections = fitted
-        self._server = await loop.create_server(
-            self._make_connection, self._host, self._port, reuse_port=self._reuse_port or None,
-            backlog=ACCEPT_BACKLOG)
-        self._port = self._server.sockets[0].getsockname()[1]
+        bound: list[tuple[str, int]] = []
+        try:
+            for host, port in self._binds:
+                listener = await loop.create_server(
+                    self._make_connection, host or None, port, reuse_port=self._reuse_port or None,
+                    backlog=ACCEPT_BACKLOG)
+                self._listeners.append(listener)
+                bound.append((host, listener.sockets[0].getsockname()[1]))
+        except OSError:
+            for listener in self._listeners:
+                listener.close()
+            self._listeners.clear()
+            raise
+        self._server = self._listeners[0]
+        self._published = published_addresses(bound, self._publish)
+        self._host, self._port = self._published[0]
         if self.config.idle_timeout is not None:
             self._sweeper = loop.create_task(self._close_idle_connections(self.config.idle_timeout))
-        log.info("pyorb server listening on %s:%d", self._host, self._port)
+        log.info("pyorb server listening on %s, publishing %s", _shown(bound), _shown(self._published))
 
     def _make_connection(self) -> ServerConnection:
         assert self._inbox is not None  # made by start(), before accepting
@@ -212,7 +294,8 @@ class Server:
         """
         if self._server is None:
             return
-        self._server.close()
+        for listener in self._listeners:
+            listener.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         conns = list(self.connections)
@@ -228,7 +311,9 @@ class Server:
                     task.cancel()
                 conn.close()
         await asyncio.gather(*(c.wait_closed() for c in conns))
-        await self._server.wait_closed()
+        for listener in self._listeners:
+            await listener.wait_closed()
+        self._listeners.clear()
         self._server = None
         # Joining dispatcher threads may wait for servant code: not on the loop,
         # and not for long (they are daemon threads; a stuck servant is logged).
@@ -337,7 +422,13 @@ class Server:
         return self._full_ior(self._key(key)).to_string()
 
     def _full_ior(self, key: bytes) -> iors.IOR:
-        return iors.build_ior(self.adapter.type_id(key), self._host, self._port, key)
+        return iors.build_ior(self.adapter.type_id(key), self._host, self._port, key,
+                              alternates=self._published[1:])
+
+    @property
+    def published(self) -> list[tuple[str, int]]:
+        """The addresses in this server's IORs and corbaloc URLs, first the profile's (after :meth:`start`)."""
+        return list(self._published)
 
     def corbaloc(self, key: bytes | str) -> str:
-        return iors.to_corbaloc(self._host, self._port, self._key(key))
+        return iors.to_corbaloc(self._host, self._port, self._key(key), alternates=self._published[1:])
