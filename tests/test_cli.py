@@ -496,3 +496,20 @@ def test_argument_errors(interop_types: type, op: str, text: str, message: str) 
     with pytest.raises(ArgumentError) as caught:
         from_text(getattr(interop_types, "_d_" + op)[0][0], text)
     assert message in str(caught.value)
+
+
+def test_serve_publishes_alternate_addresses(servant_file: Path) -> None:
+    """``--publish`` (#14): the first address in the profile, the next as an alternate the client falls back to."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    server = ServerProcess([*PYORB, "serve", f"{servant_file}:Quoter", "--idl", str(STOCK_IDL),
+                            "--publish", f"127.0.0.1:{dead}", "--publish", "127.0.0.1"])
+    try:
+        profile = IOR.from_string(server.ior).iiop
+        assert profile is not None and profile.port == dead and len(profile.alternate_addresses) == 1
+        assert pyorb("call", server.ior, "get_quote", "XYZ", "--idl", str(STOCK_IDL)).stdout == "3\n"
+    finally:
+        server.stop()
+    assert "error: " in pyorb("serve", f"{servant_file}:Quoter", "--idl", str(STOCK_IDL), "--publish",
+                              "0.0.0.0").stderr

@@ -89,3 +89,28 @@ def test_an_omniorb_client_uses_the_alternate_addresses_too() -> None:
         finally:
             runner.run(server.close())
     assert len(results) == 3 and not failures(results), failures(results)
+
+
+@pytest.mark.parametrize("program", [["pyorb.servers.sink"], ["pyorb.servers.omni", "sink"]], ids=["pyorb", "omniORBpy"])
+def test_the_papers_servers_take_publish_too(program: list[str]) -> None:
+    """``--publish`` on the papers' sink and on its omniORBpy baseline (``-ORBendPointPublish``)."""
+    import asyncio
+    import sys
+
+    from pyorb.testing.kit import ServerProcess, free_port
+
+    dead, live = closed_port(), free_port()
+    sink = ServerProcess([sys.executable, "-m", *program, "--port", str(live),
+                          "--publish", f"127.0.0.1:{dead}", "--publish", "127.0.0.1"])
+    try:
+        profile = IOR.from_string(sink.ior).iiop
+        assert profile is not None and (profile.port, profile.alternate_addresses) == (dead, (("127.0.0.1", live),))
+        bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
+
+        async def call() -> int:
+            async with pyorb.Client() as client:
+                return int(await client.resolve(sink.ior, bench.Sink).work(5))
+
+        assert asyncio.run(call()) == 5
+    finally:
+        assert sink.stop() == 0, sink.stderr()

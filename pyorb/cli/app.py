@@ -214,6 +214,9 @@ def serve_cmd(
                                         "thread_per_request, thread_per_connection, threaded, locality(4)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", min=0, max=65535, help="TCP port (0: any free port)."),
+    publish: list[str] = typer.Option([], "--publish", help="Address to write into the IOR and corbaloc instead "
+                                      "of the bound one: HOST, HOST:PORT or [IPV6]:PORT (repeatable; the first "
+                                      "goes into the profile, the others are alternates)."),
     key: Optional[str] = typer.Option(None, "--key", help="Object key (default: the class name)."),
     ior_file: Optional[Path] = typer.Option(None, "--ior-file", help="Also write the IOR to this file."),
     stdin_eof: bool = typer.Option(False, "--stop-on-stdin-eof", help="Also stop when stdin closes."),
@@ -225,7 +228,8 @@ def serve_cmd(
     from pyorb.cli import serve
     from pyorb.servers import runner
 
-    opts = serve.ServeOptions(target, tuple(idl), tuple(include), model, host, port, key, ior_file, stdin_eof)
+    opts = serve.ServeOptions(target, tuple(idl), tuple(include), model, host, port, key, ior_file, stdin_eof,
+                              tuple(publish))
     code = runner.run(lambda: serve.serve(opts))
     if code:
         raise typer.Exit(code)

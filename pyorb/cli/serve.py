@@ -30,6 +30,7 @@ class ServeOptions:
     key: str | None
     ior_file: Path | None
     stop_on_stdin_eof: bool
+    publish: tuple[str, ...] = ()
 
 
 def servant_class(target: str) -> type:
@@ -97,7 +98,7 @@ async def serve(opts: ServeOptions) -> int:
     for path in opts.idl:
         pyorb.load_idl(path, opts.include_dirs)
     servant = servant_class(opts.target)()
-    server = pyorb.Server(opts.host, opts.port, strategy=strategy(opts.model))
+    server = pyorb.Server(opts.host, opts.port, strategy=strategy(opts.model), publish=list(opts.publish) or None)
     await server.start()
     try:
         key = server.activate(servant, opts.key or type(servant).__name__)

@@ -50,6 +50,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="most connections to the sink (omniORB's maxGIOPConnectionPerServer, default 100)")
     ns = parser.parse_args(argv)
     runner.check_port(parser, ns.port)
+    try:
+        ns.published = runner.publish_option(ns.publish, ns.port)
+    except ValueError as exc:
+        parser.error(str(exc))
     if ns.pool_size < 1:
         parser.error(f"--pool-size must be at least 1, got {ns.pool_size}")
     if ns.role == "sink":
@@ -65,6 +69,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def orb_args(ns: argparse.Namespace) -> list[str]:
     host = f"[{ns.host}]" if ":" in ns.host else ns.host
     args = ["omni", "-ORBendPoint", f"giop:tcp:{host}:{ns.port}", "-ORBnativeCharCodeSet", "UTF-8"]
+    if ns.published:  # omniORB's own way: the first address in the profile, the others as alternates
+        shown = (f"giop:tcp:[{h}]:{p}" if ":" in h else f"giop:tcp:{h}:{p}" for h, p in ns.published)
+        args += ["-ORBendPointPublish", ",".join(shown)]
     if ns.threading == "tpc":
         args += ["-ORBthreadPerConnectionPolicy", "1"]
     else:

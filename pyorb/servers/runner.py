@@ -34,9 +34,29 @@ class OneLineParser(argparse.ArgumentParser):
 def add_server_options(parser: argparse.ArgumentParser, key: str) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="TCP port, 0 for an ephemeral one (default 0)")
+    parser.add_argument("--publish", action="append", default=[], metavar="ADDRESS",
+                        help="address for the IOR instead of the bound one: HOST, HOST:PORT or [IPV6]:PORT "
+                             "(repeatable: the first goes into the profile, the others are alternates)")
     parser.add_argument("--key", default=key, help=f"object key (default {key})")
     parser.add_argument("--ior-file", type=Path, help="also write the IOR to this file")
     parser.add_argument("--no-stdin-watch", action="store_true", help="do not stop at stdin end of file")
+
+
+def publish_option(entries: Sequence[str], port: int) -> list[tuple[str, int]]:
+    """``--publish`` entries as (host, port) for a server that cannot learn its port
+    after binding (omniORB's): each entry needs a port unless ``--port`` gives one."""
+    from pyorb.server.server import published_addresses
+
+    if not entries:
+        return []
+    if port == 0 and any(not _has_port(e) for e in entries):
+        raise ValueError("--publish HOST needs HOST:PORT when --port is 0")
+    return published_addresses([("127.0.0.1", port or 1)], list(entries))
+
+
+def _has_port(entry: str) -> bool:
+    entry = entry.strip()
+    return "]:" in entry if entry.startswith("[") else entry.count(":") == 1
 
 
 def check_port(parser: argparse.ArgumentParser, port: int) -> None:
@@ -90,7 +110,12 @@ async def start_server(prog: str, ns: argparse.Namespace, strategy: str) -> Any:
     """A started ``pyorb.Server`` for the options, or None after a one-line error."""
     import pyorb
 
-    server = pyorb.Server(ns.host, ns.port, strategy=strategy, reuse_port=ns.reuse_port)
+    try:
+        server = pyorb.Server(ns.host, ns.port, strategy=strategy, reuse_port=ns.reuse_port,
+                              publish=ns.publish or None)
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
     try:
         await server.start()
     except OSError as exc:
