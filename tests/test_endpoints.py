@@ -114,3 +114,41 @@ def test_the_papers_servers_take_publish_too(program: list[str]) -> None:
         assert asyncio.run(call()) == 5
     finally:
         assert sink.stop() == 0, sink.stderr()
+
+
+@pytest.mark.parametrize("program", [["pyorb.servers.sink"], ["pyorb.servers.omni", "sink"]], ids=["pyorb", "omniORBpy"])
+def test_the_papers_servers_listen_on_several_endpoints(program: list[str]) -> None:
+    """``--endpoint`` twice (IPv4 and IPv6 loopback): both serve, both are in the IOR."""
+    import asyncio
+    import sys
+
+    from pyorb.testing.kit import ServerProcess, free_port
+
+    v4 = free_port()
+    with socket.socket(socket.AF_INET6) as s6:
+        s6.bind(("::1", 0))
+        v6 = int(s6.getsockname()[1])
+    sink = ServerProcess([sys.executable, "-m", *program, "--endpoint", f"127.0.0.1:{v4}", "--endpoint", f"[::1]:{v6}"])
+    try:
+        profile = IOR.from_string(sink.ior).iiop
+        assert profile is not None
+        assert {(profile.host, profile.port), *profile.alternate_addresses} == {("127.0.0.1", v4), ("::1", v6)}
+        bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
+
+        async def calls() -> list[int]:
+            async with pyorb.Client() as client:
+                return [int(await client.resolve(url, bench.Sink).work(n)) for n, url in
+                        enumerate([f"corbaloc:iiop:1.2@127.0.0.1:{v4}/Sink", f"corbaloc:iiop:1.2@[::1]:{v6}/Sink"])]
+
+        assert asyncio.run(calls()) == [0, 1]
+    finally:
+        assert sink.stop() == 0, sink.stderr()
+
+
+def test_endpoint_with_workers_is_refused_in_one_line() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pyorb.servers.sink", "--workers", "2", "--endpoint",
+                           "127.0.0.1:0"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "--endpoint cannot be shared" in done.stderr and "Traceback" not in done.stderr

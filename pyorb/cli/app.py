@@ -214,6 +214,8 @@ def serve_cmd(
                                         "thread_per_request, thread_per_connection, threaded, locality(4)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(0, "--port", min=0, max=65535, help="TCP port (0: any free port)."),
+    endpoint: list[str] = typer.Option([], "--endpoint", help="Listen on HOST:PORT instead of --host/--port "
+                                       "(repeatable: several endpoints, IPv4 or IPv6; PORT 0 picks a free one)."),
     publish: list[str] = typer.Option([], "--publish", help="Address to write into the IOR and corbaloc instead "
                                       "of the bound one: HOST, HOST:PORT or [IPV6]:PORT (repeatable; the first "
                                       "goes into the profile, the others are alternates)."),
@@ -229,7 +231,7 @@ def serve_cmd(
     from pyorb.servers import runner
 
     opts = serve.ServeOptions(target, tuple(idl), tuple(include), model, host, port, key, ior_file, stdin_eof,
-                              tuple(publish))
+                              tuple(publish), tuple(endpoint))
     code = runner.run(lambda: serve.serve(opts))
     if code:
         raise typer.Exit(code)

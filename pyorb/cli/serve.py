@@ -31,6 +31,7 @@ class ServeOptions:
     ior_file: Path | None
     stop_on_stdin_eof: bool
     publish: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()
 
 
 def servant_class(target: str) -> type:
@@ -98,7 +99,8 @@ async def serve(opts: ServeOptions) -> int:
     for path in opts.idl:
         pyorb.load_idl(path, opts.include_dirs)
     servant = servant_class(opts.target)()
-    server = pyorb.Server(opts.host, opts.port, strategy=strategy(opts.model), publish=list(opts.publish) or None)
+    server = pyorb.Server(opts.host, opts.port, strategy=strategy(opts.model), publish=list(opts.publish) or None,
+                          endpoints=runner.endpoints_option(opts.endpoints) or None)
     await server.start()
     try:
         key = server.activate(servant, opts.key or type(servant).__name__)

@@ -84,10 +84,14 @@ def published_addresses(
     entries = [publish] if isinstance(publish, str) else list(publish)
     if not entries:
         raise ValueError("publish names no address")
-    return [_host_port(entry, bound[0][1]) for entry in entries]
+    return [parse_address(entry, bound[0][1]) for entry in entries]
 
 
-def _host_port(text: str, default_port: int) -> tuple[str, int]:
+def parse_address(text: str, default_port: int, *, bind: bool = False) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[ipv6]:port`` or a bare IPv6 address as (host, port).
+
+    A published address (``bind`` false) must name a host clients can reach,
+    not a wildcard; a bind address may be a wildcard and port 0."""
     text = text.strip()
     if text.startswith("["):  # [ipv6] or [ipv6]:port
         host, _, rest = text[1:].partition("]")
@@ -96,11 +100,14 @@ def _host_port(text: str, default_port: int) -> tuple[str, int]:
         host, _, port_text = text.partition(":")
     else:  # a host name, an IPv4 address, or a bare IPv6 address
         host, port_text = text, ""
-    if not host or host in WILDCARD_HOSTS:
+    if not bind and (not host or host in WILDCARD_HOSTS):
         raise ValueError(f"cannot publish {text!r}: name a host clients can reach")
-    port = int(port_text) if port_text else default_port
-    if not 1 <= port <= 65535:
-        raise ValueError(f"cannot publish {text!r}: port out of range")
+    try:
+        port = int(port_text) if port_text else default_port
+    except ValueError:
+        raise ValueError(f"{text!r}: the port is not a number") from None
+    if not (0 if bind else 1) <= port <= 65535:
+        raise ValueError(f"{text!r}: port out of range")
     return host, port
 
 

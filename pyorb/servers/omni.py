@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from pyorb.giop.ior import IOR, to_corbaloc
 from pyorb.servers import runner
 from pyorb.servers.workload import Demand, spin
 
@@ -52,6 +53,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     runner.check_port(parser, ns.port)
     try:
         ns.published = runner.publish_option(ns.publish, ns.port)
+        ns.endpoints = runner.endpoints_option(ns.endpoint) or [(ns.host, ns.port)]
     except ValueError as exc:
         parser.error(str(exc))
     if ns.pool_size < 1:
@@ -67,8 +69,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def orb_args(ns: argparse.Namespace) -> list[str]:
-    host = f"[{ns.host}]" if ":" in ns.host else ns.host
-    args = ["omni", "-ORBendPoint", f"giop:tcp:{host}:{ns.port}", "-ORBnativeCharCodeSet", "UTF-8"]
+    args = ["omni", "-ORBnativeCharCodeSet", "UTF-8"]
+    for host, port in ns.endpoints:  # omniORB takes -ORBendPoint once per endpoint
+        args += ["-ORBendPoint", f"giop:tcp:[{host}]:{port}" if ":" in host else f"giop:tcp:{host}:{port}"]
     if ns.published:  # omniORB's own way: the first address in the profile, the others as alternates
         shown = (f"giop:tcp:[{h}]:{p}" if ":" in h else f"giop:tcp:{h}:{p}" for h, p in ns.published)
         args += ["-ORBendPointPublish", ",".join(shown)]
@@ -120,9 +123,11 @@ def serve(ns: argparse.Namespace) -> int:
     poa.activate_object_with_id(ns.key.encode(), servant)
     poa._get_the_POAManager().activate()
     ref = poa.id_to_reference(ns.key.encode())
-    host = f"[{ns.host}]" if ":" in ns.host else ns.host
-    port = _port(orb.object_to_string(ref))
-    runner.announce(orb.object_to_string(ref), f"corbaloc:iiop:1.2@{host}:{port}/{ns.key}", ns.ior_file)
+    text = orb.object_to_string(ref)
+    profile = IOR.from_string(text).iiop  # what omniORB published, alternates included
+    assert profile is not None
+    runner.announce(text, to_corbaloc(profile.host, profile.port, ns.key.encode(),
+                                      alternates=profile.alternate_addresses), ns.ior_file)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -136,14 +141,6 @@ def serve(ns: argparse.Namespace) -> int:
     orb.shutdown(True)
     orb.destroy()
     return 0
-
-
-def _port(ior: str) -> int:
-    from pyorb.giop.ior import parse_reference
-
-    profile = parse_reference(ior).iiop
-    assert profile is not None
-    return profile.port
 
 
 def main(argv: Sequence[str] | None = None) -> int:

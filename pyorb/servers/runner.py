@@ -34,12 +34,21 @@ class OneLineParser(argparse.ArgumentParser):
 def add_server_options(parser: argparse.ArgumentParser, key: str) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="TCP port, 0 for an ephemeral one (default 0)")
+    parser.add_argument("--endpoint", action="append", default=[], metavar="HOST:PORT",
+                        help="listen here instead of --host/--port (repeatable: several endpoints, IPv4 or IPv6)")
     parser.add_argument("--publish", action="append", default=[], metavar="ADDRESS",
                         help="address for the IOR instead of the bound one: HOST, HOST:PORT or [IPV6]:PORT "
                              "(repeatable: the first goes into the profile, the others are alternates)")
     parser.add_argument("--key", default=key, help=f"object key (default {key})")
     parser.add_argument("--ior-file", type=Path, help="also write the IOR to this file")
     parser.add_argument("--no-stdin-watch", action="store_true", help="do not stop at stdin end of file")
+
+
+def endpoints_option(entries: Sequence[str]) -> list[tuple[str, int]]:
+    """``--endpoint`` entries as (host, port) pairs to bind (port 0: any free one)."""
+    from pyorb.server.server import parse_address
+
+    return [parse_address(entry, 0, bind=True) for entry in entries]
 
 
 def publish_option(entries: Sequence[str], port: int) -> list[tuple[str, int]]:
@@ -112,7 +121,7 @@ async def start_server(prog: str, ns: argparse.Namespace, strategy: str) -> Any:
 
     try:
         server = pyorb.Server(ns.host, ns.port, strategy=strategy, reuse_port=ns.reuse_port,
-                              publish=ns.publish or None)
+                              endpoints=endpoints_option(ns.endpoint) or None, publish=ns.publish or None)
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return None
@@ -174,6 +183,10 @@ def run_workers(argv: Sequence[str], module: str, host: str, port: int, workers:
     Prints the (identical) IOR and corbaloc of the workers, then waits for a
     stop and stops them.
     """
+    if _option(argv, "--endpoint") is not None:
+        print(f"{module}: --endpoint cannot be shared by several worker processes; use --host and --port",
+              file=sys.stderr)
+        return 2
     args = [a for a in _without(argv, "--workers", "--port", "--ior-file") if a != "--no-stdin-watch"]
     policy = WorkerPolicy(grace=SHUTDOWN_GRACE_S)
     with Supervisor([sys.executable, "-m", module, *args], workers, host, port, policy) as supervisor:
