@@ -5,6 +5,7 @@
   :class:`Operation`): alignment per GIOP version, char code sets, the
   GIOP 1.1 wide form, zeroed padding.
 * :mod:`pyorb.marshal.references`: object references at every depth of a value.
+* :mod:`pyorb.marshal.values`: walking a value by its descriptor (for references and wide text).
 * :mod:`pyorb.marshal.exceptions`: system exceptions in Reply bodies.
 * :mod:`pyorb.marshal.wide`: wide text omniORBpy reads wrongly or lacks.
 * :mod:`pyorb.marshal.layout`: walking encodings by type (zeroing padding,

@@ -25,7 +25,8 @@ from pyorb.giop.ior import CODE_SET_CODECS, CS_UTF8
 from pyorb.marshal import layout
 from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
-from pyorb.marshal.references import ObjrefConverter, _has_objref, _resolve, from_omni, to_omni
+from pyorb.marshal.references import ObjrefConverter, _has_objref, from_omni, to_omni
+from pyorb.marshal.values import resolve
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def _padding_free(descs: Iterable[Descriptor], pad: int) -> bool:
     with one string; anything else goes through the scrubber.
     """
     pos = pad
-    items = [_resolve(d) for d in descs]
+    items = [resolve(d) for d in descs]
     for i, desc in enumerate(items):
         kind = desc[0] if isinstance(desc, tuple) else desc
         size = 4 if kind == TV_ENUM else _PRIMITIVE_SIZE.get(kind) if isinstance(desc, int) else None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import omniORB
 from omniORB import CORBA
 
 from pyorb.marshal.orb import Descriptor, ensure_orb
+from pyorb.marshal.values import TV_INDIRECT, map_leaves
 
 TV_OBJREF, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 14, 15, 16, 19, 20, 21, 22
 
@@ -37,7 +37,6 @@ def set_objref_hook(hook: ObjrefHook) -> None:
 _objref_cache: dict[int, tuple[Descriptor, bool]] = {}
 
 TV_ANY = 11
-TV_INDIRECT = -1
 
 
 def _has_objref(desc: Descriptor) -> bool:
@@ -65,17 +64,8 @@ def _scan_objref(desc: tuple[Any, ...]) -> bool:
     return False
 
 
-def _resolve(desc: Descriptor) -> Descriptor:
-    """``desc`` without aliases and recursion placeholders."""
-    while isinstance(desc, tuple):
-        if desc[0] == TV_ALIAS:
-            desc = desc[3]
-        elif desc[0] == TV_INDIRECT:
-            target = desc[1][0]
-            desc = omniORB.findType(target) if isinstance(target, str) else target
-        else:
-            break
-    return desc
+def _is_objref(desc: Descriptor) -> bool:
+    return isinstance(desc, tuple) and desc[0] == TV_OBJREF
 
 
 Leaf = Callable[[Any, str], Any]
@@ -83,37 +73,8 @@ Leaf = Callable[[Any, str], Any]
 
 def _walk(desc: Descriptor, value: Any, leaf: Leaf) -> Any:
     """``value`` (of IDL type ``desc``) with every object reference in it,
-    at any depth, replaced by ``leaf(reference, static repository id)``.
-
-    Structs, exceptions and unions are rebuilt as their generated class;
-    an any keeps its TypeCode.  Value types are left as they are (pyorb
-    does not send them).
-    """
-    if value is None or not _has_objref(desc):
-        return value
-    desc = _resolve(desc)
-    kind = desc[0] if isinstance(desc, tuple) else desc
-    if kind == TV_OBJREF:
-        return leaf(value, desc[1])
-    if kind in (TV_SEQUENCE, TV_ARRAY):
-        item = desc[1]
-        return [_walk(item, v, leaf) for v in value]
-    if kind in (TV_STRUCT, TV_EXCEPT):
-        names, types = desc[4::2], desc[5::2]
-        return desc[1](*(_walk(d, getattr(value, n), leaf) for n, d in zip(names, types)))
-    if kind == TV_UNION:
-        arm = desc[8].get(value._d, desc[7])
-        if arm is None:  # a discriminant with no member (an implicit default)
-            return value
-        return desc[1](value._d, _walk(arm[2], value._v, leaf))
-    if kind == TV_ANY:
-        if not isinstance(value, CORBA.Any):
-            return value  # not an any: omniORB says BAD_PARAM
-        inner = value._t._d
-        if not _has_objref(inner):
-            return value
-        return CORBA.Any(value._t, _walk(inner, value._v, leaf))
-    return value
+    at any depth, replaced by ``leaf(reference, static repository id)``."""
+    return map_leaves(desc, value, _has_objref, _is_objref, lambda d, ref: leaf(ref, d[1]))
 
 
 def _omni_ref(value: Any, _static: str) -> Any:

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from omniORB import CORBA
 
+from pyorb.marshal.values import map_leaves
+
 TV_USHORT, TV_UNION, TV_STRUCT, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 4, 16, 15, 19, 20, 21, 22
 TV_OCTET, TV_WCHAR, TV_WSTRING = 10, 26, 27
 _WCHAR_AS_OCTETS = (TV_ARRAY, TV_OCTET, 3)
@@ -64,36 +66,10 @@ def _cached(cache: dict[int, tuple[Any, Any]], desc: tuple[Any, ...], rewrite: R
 
 
 def _convert(desc: Any, value: Any, rewritten: Rewrite, leaf: Leaf, build: bool) -> Any:
-    """``value`` of ``desc`` with ``leaf(stand-in descriptor, value)`` applied where
-    ``rewritten(desc)`` put a stand-in type.  ``build`` makes new structs and
-    unions (values about to be marshaled); otherwise they are changed in place
-    (values just unmarshaled)."""
-    new = rewritten(desc)
-    if new is desc:
-        return value
-    if _is_wchar(desc) or desc[0] == TV_WSTRING:  # (a sequence<wchar> is walked: no null ends it)
-        return leaf(desc, value)
-    kind = desc[0]
-    if kind in (TV_SEQUENCE, TV_ARRAY):
-        return [_convert(desc[1], v, rewritten, leaf, build) for v in value]
-    if kind == TV_ALIAS:
-        return _convert(desc[3], value, rewritten, leaf, build)
-    if kind in (TV_STRUCT, TV_EXCEPT):
-        names, types = desc[4::2], desc[5::2]
-        if build:
-            return desc[1](*(_convert(d, getattr(value, n), rewritten, leaf, build) for n, d in zip(names, types)))
-        for name, member in zip(names, types):
-            setattr(value, name, _convert(member, getattr(value, name), rewritten, leaf, build))
-        return value
-    if kind == TV_UNION:
-        arm = desc[8].get(value._d, desc[7])
-        if arm is None:
-            return value
-        inner = _convert(arm[2], value._v, rewritten, leaf, build)
-        if build:
-            return desc[1](value._d, inner)
-        value._v = inner
-    return value
+    """``value`` of ``desc`` with ``leaf(type, value)`` applied to each wchar and wstring
+    that ``rewritten`` gives a stand-in type (a sequence<wchar> is walked: no null ends it)."""
+    return map_leaves(desc, value, lambda d: rewritten(d) is not d,
+                      lambda d: _is_wchar(d) or (isinstance(d, tuple) and d[0] == TV_WSTRING), leaf, rebuild=build)
 
 
 # -- GIOP 1.2 wchar, read ---------------------------------------------------------
