@@ -31,6 +31,8 @@ class Config:
     """Default per-call timeout of the client in seconds (None: wait for the reply or a connection failure)."""
     connect_timeout: float = 10.0
     """Seconds the client waits for a TCP connection before raising TRANSIENT."""
+    tls_handshake_timeout: float = 10.0
+    """Seconds a TLS handshake may take, on either side, before the connection is dropped (client: TRANSIENT)."""
     giop_version: Version = GIOP_1_2
     """Highest GIOP version the client speaks (the IOR's profile may lower it)."""
     little_endian: bool = True
@@ -69,7 +71,7 @@ class Config:
             raise ValueError(f"max_fragment_size must be a multiple of 8, at least 64, got {self.max_fragment_size}")
         if self.max_fragment_trains < 1:
             raise ValueError(f"max_fragment_trains must be at least 1, got {self.max_fragment_trains}")
-        for name in ("read_timeout", "connect_timeout", "write_timeout"):
+        for name in ("read_timeout", "connect_timeout", "tls_handshake_timeout", "write_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.call_timeout is not None and self.call_timeout <= 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import time
 from types import TracebackType
@@ -30,6 +31,7 @@ from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.client.calls import (
+    Endpoint,
     connect_failure,
     LocationForward,
     Reference,
@@ -48,10 +50,10 @@ from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply
 from pyorb.marshal import Operation, ensure_orb
+from pyorb.tls import client_context, tls_reason
 
 log = logging.getLogger(__name__)
 
-Endpoint = tuple[str, int]
 _DEFAULT: Any = object()
 _RECV_SIZE = 64 * 1024  # below malloc's mmap threshold: no mmap per reply
 
@@ -88,14 +90,30 @@ class BlockingConnection:
         self.is_open = True
 
     @classmethod
-    def connect(cls, endpoint: Endpoint, config: Config, timeout: float) -> BlockingConnection:
-        """Connect to ``endpoint``; CORBA.TRANSIENT if it refuses or is silent."""
+    def connect(
+        cls, endpoint: Endpoint, config: Config, timeout: float, tls: Callable[[], ssl.SSLContext] | None = None
+    ) -> BlockingConnection:
+        """Connect to ``endpoint`` (with ``tls()``'s context if it is a TLS
+        endpoint); CORBA.TRANSIENT if it refuses, is silent, or the handshake fails."""
+        host, port = endpoint[0], endpoint[1]
         try:
-            sock = socket.create_connection(endpoint, timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
-            log.debug("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
+            log.debug("cannot connect to %s:%d: %s", host, port, exc)
             raise connect_failure(endpoint, "no answer in time" if isinstance(exc, socket.timeout) else exc) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if len(endpoint) > 2 and endpoint[2]:
+            if tls is None:
+                sock.close()
+                raise CORBA.NO_PERMISSION(0, CORBA.COMPLETED_NO, "TLS endpoint and no TLS context")
+            sock.settimeout(min(timeout, config.tls_handshake_timeout))
+            try:
+                sock = tls().wrap_socket(sock, server_hostname=host)
+            except (OSError, ValueError) as exc:
+                sock.close()
+                log.debug("TLS handshake with %s:%d failed: %s", host, port, exc)
+                reason = "no complete TLS handshake in time" if isinstance(exc, socket.timeout) else tls_reason(exc)
+                raise connect_failure(endpoint, reason) from None
         return cls(sock, config)
 
     @property
@@ -218,10 +236,17 @@ class BlockingClient:
     optional ``timeout=`` in seconds (default ``config.call_timeout``) that
     bounds the whole call: connecting, waiting for the connection, the reply
     and any LOCATION_FORWARD hops.
+
+    ``tls`` is as for :class:`pyorb.Client`: objects whose IOR offers TLS
+    are called over TLS with this context (default: the system's
+    authorities); ``tls=False`` never uses TLS.
     """
 
-    def __init__(self, config: Config = DEFAULT_CONFIG) -> None:
+    def __init__(self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None) -> None:
+        if not (tls is None or isinstance(tls, (bool, ssl.SSLContext))):
+            raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
         self.config = config
+        self._tls = tls
         self.value_bounds = config.value_bounds()
         self._conns: dict[Endpoint, BlockingConnection] = {}
         self._lock = threading.Lock()
@@ -266,7 +291,7 @@ class BlockingClient:
     # -- invocation ------------------------------------------------------------
     def route(self, target: IOR) -> Route | None:
         """Where calls to ``target`` go: endpoint, object key, GIOP version."""
-        return route_for(target, self.config.giop_version)
+        return route_for(target, self.config.giop_version, self._tls is not False)
 
     def invoke(
         self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
@@ -321,6 +346,12 @@ class BlockingClient:
                     raise
                 route = fallback
 
+    def _tls_context(self) -> ssl.SSLContext:
+        with self._lock:
+            if not isinstance(self._tls, ssl.SSLContext):
+                self._tls = client_context()  # the system's authorities (tls=False gives no TLS routes)
+            return self._tls
+
     def _connection(self, endpoint: Endpoint, deadline: float | None) -> BlockingConnection:
         with self._lock:
             if self._closed:
@@ -335,7 +366,7 @@ class BlockingClient:
                 raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)
             timeout = min(timeout, wait)
         # Connect without the lock: a slow endpoint must not hold up the others.
-        new = BlockingConnection.connect(endpoint, self.config, timeout)
+        new = BlockingConnection.connect(endpoint, self.config, timeout, self._tls_context)
         with self._lock:
             if self._closed:
                 new.close()

@@ -160,11 +160,13 @@ class RequestWriter:
         return self.core.send(CancelRequest(request_id, little_endian=self.little_endian))
 
 
-def connect_failure(endpoint: tuple[str, int], reason: BaseException | str) -> CORBA.SystemException:
+def connect_failure(endpoint: tuple[str, int] | Endpoint, reason: BaseException | str) -> CORBA.SystemException:
     """TRANSIENT for an endpoint that refused or did not answer: omniORB's minor
     code (TRANSIENT_ConnectFailed) and the host and port in the message."""
-    host, port = endpoint
+    host, port = endpoint[0], endpoint[1]
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if len(endpoint) > 2 and endpoint[2]:
+        where = "TLS " + where
     if isinstance(reason, BaseException):
         reason = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
     return CORBA.TRANSIENT(omniORB.TRANSIENT_ConnectFailed, CORBA.COMPLETED_NO, f"cannot connect to {where}: {reason}")
@@ -283,7 +285,12 @@ def reference_ior(ref: object) -> IOR | None:
     raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
 
 
-Endpoint = tuple[str, int]
+class Endpoint(NamedTuple):
+    """Where a connection goes: host, port, and whether it speaks TLS."""
+
+    host: str
+    port: int
+    tls: bool = False
 
 
 class Route(NamedTuple):
@@ -307,14 +314,18 @@ class Route(NamedTuple):
         return first._replace(fallbacks=tuple(rest))
 
 
-def route_for(target: IOR, highest: Version) -> Route | None:
+def route_for(target: IOR, highest: Version, tls: bool = True) -> Route | None:
     """The endpoint, object key and GIOP version for calls to ``target``
     (None without an IIOP profile); the version is the lowest of the
     profile's, ``highest`` and 1.2.
 
     Every IIOP profile is an address of the object, and so is each of a
     profile's TAG_ALTERNATE_IIOP_ADDRESS components: the first profile's own
-    address comes first, the others are the fallbacks in the IOR's order."""
+    address comes first, the others are the fallbacks in the IOR's order.
+    A profile that offers TLS (TAG_SSL_SEC_TRANS) is reached over TLS on its
+    TLS port, at each of its hosts, and never in clear: a failed handshake
+    does not fall back to plain text.  ``tls`` False ignores TLS offers, so
+    TLS-only profiles give no route."""
     routes: list[Route] = []
     for profile in target.profiles:
         if not isinstance(profile, IIOPProfile):
@@ -328,7 +339,16 @@ def route_for(target: IOR, highest: Version) -> Route | None:
             orb_type = profile.orb_type
         except ProtocolError:
             orb_type = None
-        for endpoint in ((profile.host, profile.port), *profile.alternate_addresses):
+        try:
+            offer = profile.ssl
+        except ProtocolError:
+            offer = None  # unreadable: treated as absent, and a port-0 profile then gives no route
+        addresses = ((profile.host, profile.port), *profile.alternate_addresses)
+        if offer is not None and tls:
+            endpoints = [Endpoint(host, offer.port, True) for host, _ in addresses]
+        else:
+            endpoints = [Endpoint(host, port) for host, port in addresses if port != 0]
+        for endpoint in endpoints:
             route = Route(endpoint, profile.object_key, version, code_sets=code_sets, orb_type=orb_type)
             if route not in routes:
                 routes.append(route)

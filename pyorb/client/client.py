@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import ssl
 from types import TracebackType
 from typing import Any, Callable, TypeVar, overload
 
@@ -15,6 +16,7 @@ from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import CallFuture, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
+from pyorb.tls import client_context, tls_reason
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
 
@@ -30,10 +32,19 @@ class Client:
 
     Use it as ``async with Client() as client:``; ``client.resolve(ref, Iface)``
     gives a proxy whose methods return awaitables.
+
+    Objects whose IOR offers TLS (SSLIOP) are called over TLS, with ``tls``:
+    an ``ssl.SSLContext`` (see :func:`pyorb.tls.client_context`: the CA to
+    verify servers against, a client certificate for mutual TLS), by
+    default one that trusts the system's authorities.  ``tls=False`` never
+    uses TLS (objects that require it are unreachable: TRANSIENT).
     """
 
-    def __init__(self, config: Config = DEFAULT_CONFIG) -> None:
+    def __init__(self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None) -> None:
+        if not (tls is None or isinstance(tls, (bool, ssl.SSLContext))):
+            raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
         self.config = config
+        self._tls = tls
         self._conns: dict[Endpoint, ClientConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
         self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
@@ -94,7 +105,7 @@ class Client:
     # -- invocation ------------------------------------------------------------
     def route(self, target: IOR) -> Route | None:
         """Where calls to ``target`` go: endpoint, object key, GIOP version."""
-        return route_for(target, self.config.giop_version)
+        return route_for(target, self.config.giop_version, self._tls is not False)
 
     def invoke(
         self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
@@ -154,14 +165,15 @@ class Client:
         self._send(inv, self.route(target))
 
     # -- connections -----------------------------------------------------------
-    async def connection(self, host: str, port: int) -> ClientConnection:
-        """The open connection to ``host:port``, connecting if needed.
+    async def connection(self, host: str, port: int, tls: bool = False) -> ClientConnection:
+        """The open connection to ``host:port`` (over TLS if ``tls``), connecting if needed.
 
-        Raises CORBA.TRANSIENT if the endpoint refuses or does not answer.
+        Raises CORBA.TRANSIENT if the endpoint refuses or does not answer,
+        or the TLS handshake fails (e.g. an untrusted server certificate).
         """
         if self._closed:
             raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
-        endpoint = (host, port)
+        endpoint = Endpoint(host, port, tls)
         conn = self._conns.get(endpoint)
         if conn is not None and conn.is_open:
             return conn
@@ -174,17 +186,31 @@ class Client:
 
     async def _open(self, endpoint: Endpoint) -> ClientConnection:
         loop = asyncio.get_running_loop()
+        host, port, tls = endpoint
+        secure: dict[str, Any] = {}
+        if tls:
+            secure = {"ssl": self.tls_context, "server_hostname": host,
+                      "ssl_handshake_timeout": self.config.tls_handshake_timeout}
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: ClientConnection(self.config, self._forget), *endpoint),
-                self.config.connect_timeout,
+                loop.create_connection(lambda: ClientConnection(self.config, self._forget), host, port, **secure),
+                self.config.connect_timeout + (self.config.tls_handshake_timeout if tls else 0.0),
             )
-        except (OSError, asyncio.TimeoutError) as exc:
-            log.info("cannot connect to %s:%d: %s", endpoint[0], endpoint[1], exc)
-            reason = "no answer in time" if isinstance(exc, asyncio.TimeoutError) else exc
+        except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
+            log.info("cannot connect to %s%s:%d: %s", "TLS " if tls else "", host, port, exc)
+            reason = "no answer in time" if isinstance(exc, asyncio.TimeoutError) else tls_reason(exc)
             raise connect_failure(endpoint, reason) from None
         self._conns[endpoint] = conn
         return conn
+
+    @property
+    def tls_context(self) -> ssl.SSLContext:
+        """The context TLS connections use (made on first use unless one was given)."""
+        if not isinstance(self._tls, ssl.SSLContext):
+            if self._tls is False:
+                raise CORBA.NO_PERMISSION(0, CORBA.COMPLETED_NO, "this client was made with tls=False")
+            self._tls = client_context()
+        return self._tls
 
     def _forget(self, conn: ClientConnection) -> None:
         for endpoint, c in list(self._conns.items()):

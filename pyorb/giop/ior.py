@@ -37,6 +37,18 @@ TAG_MULTIPLE_COMPONENTS = 1
 TAG_ORB_TYPE = 0
 TAG_CODE_SETS = 1
 TAG_ALTERNATE_IIOP_ADDRESS = 3
+TAG_SSL_SEC_TRANS = 20  # SSLIOP::SSL: the object is reachable over TLS on another port
+
+# Security::AssociationOptions bits, as SSLIOP's target_supports/target_requires carry them.
+NO_PROTECTION = 0x0001
+INTEGRITY = 0x0002
+CONFIDENTIALITY = 0x0004
+DETECT_REPLAY = 0x0008
+DETECT_MISORDERING = 0x0010
+ESTABLISH_TRUST_IN_TARGET = 0x0020
+ESTABLISH_TRUST_IN_CLIENT = 0x0040
+TLS_PROTECTION = INTEGRITY | CONFIDENTIALITY | DETECT_REPLAY | DETECT_MISORDERING
+"""What a TLS connection gives: the options a server that requires TLS requires."""
 
 # omniORB's TAG_ORB_TYPE value: the bytes "ATT\0" read as a ulong.
 ORB_TYPE_OMNIORB = 0x41545400
@@ -178,6 +190,56 @@ def alternate_address_component(
     return TaggedComponent(TAG_ALTERNATE_IIOP_ADDRESS, w.getvalue())
 
 
+@dataclass(frozen=True, slots=True)
+class SSLComponent:
+    """SSLIOP::SSL, the data of a TAG_SSL_SEC_TRANS component: the object's TLS
+    port and the association options the target supports and requires.
+
+    A target that requires :data:`TLS_PROTECTION` (any of its bits) takes no
+    plain connections; its IIOP profile's own port is then 0, as omniORB,
+    JacORB and TAO write it."""
+
+    target_supports: int
+    target_requires: int
+    port: int
+
+    @property
+    def requires_tls(self) -> bool:
+        return bool(self.target_requires & TLS_PROTECTION)
+
+    @property
+    def requires_client_certificate(self) -> bool:
+        return bool(self.target_requires & ESTABLISH_TRUST_IN_CLIENT)
+
+    def to_component(self, little_endian: bool = True) -> TaggedComponent:
+        w = _new_encapsulation(little_endian)
+        w.ushort(self.target_supports)
+        w.ushort(self.target_requires)
+        w.ushort(self.port)
+        return TaggedComponent(TAG_SSL_SEC_TRANS, w.getvalue())
+
+    @classmethod
+    def decode(cls, data: bytes) -> SSLComponent:
+        r = _open_encapsulation(data, "TAG_SSL_SEC_TRANS")
+        return cls(r.ushort(), r.ushort(), r.ushort())
+
+
+def ssl_component(port: int, *, required: bool, client_certificate: str = "none") -> SSLComponent:
+    """What a server listening for TLS on ``port`` advertises.
+
+    ``required``: it takes no plain connections.  ``client_certificate`` is
+    ``"none"``, ``"optional"`` (verified when presented) or ``"required"``."""
+    supports = TLS_PROTECTION | ESTABLISH_TRUST_IN_TARGET
+    if client_certificate != "none":
+        supports |= ESTABLISH_TRUST_IN_CLIENT
+    if not required:
+        supports |= NO_PROTECTION
+    requires = TLS_PROTECTION if required else 0
+    if client_certificate == "required":
+        requires |= ESTABLISH_TRUST_IN_CLIENT
+    return SSLComponent(supports, requires, port)
+
+
 # --- profiles ------------------------------------------------------------------
 
 
@@ -242,6 +304,12 @@ class IIOPProfile:
         return tuple(
             _read_address(c.data) for c in self.components if c.tag == TAG_ALTERNATE_IIOP_ADDRESS
         )
+
+    @property
+    def ssl(self) -> SSLComponent | None:
+        """The TAG_SSL_SEC_TRANS component; :class:`ProtocolError` if malformed."""
+        c = self.component(TAG_SSL_SEC_TRANS)
+        return None if c is None else SSLComponent.decode(c.data)
 
     def body(self) -> bytes:
         """The profile body (an encapsulation in ``little_endian`` order)."""
@@ -386,33 +454,40 @@ def build_ior(
     orb_type: int | None = None,
     little_endian: bool = True,
     alternates: Sequence[tuple[str, int]] = (),
+    ssl: SSLComponent | None = None,
 ) -> IOR:
     """An IOR with one IIOP profile, as a pyorb server publishes it.
 
     ``alternates`` are further addresses of the same object, written as
     TAG_ALTERNATE_IIOP_ADDRESS components (clients try them in order when
-    ``host``:``port`` does not answer).  IIOP 1.0 profiles carry no
-    components, so ``code_sets``, ``orb_type`` and ``alternates`` are
-    dropped for ``version=(1, 0)``.
+    ``host``:``port`` does not answer).  ``ssl`` advertises a TLS port
+    (TAG_SSL_SEC_TRANS); ``port`` is 0 when the server takes no plain
+    connections (and an alternate's port too).  IIOP 1.0 profiles carry no
+    components, so ``code_sets``, ``orb_type``, ``alternates`` and ``ssl``
+    are dropped for ``version=(1, 0)``.
     """
-    _check_endpoint(host, port, version)
+    tls_only = ssl is not None and ssl.requires_tls and version != (1, 0)
+    _check_endpoint(host, port, version, tls_only)
     components: list[TaggedComponent] = []
     if version != (1, 0):
         if orb_type is not None:
             components.append(orb_type_component(orb_type, little_endian))
         if code_sets is not None:
             components.append(code_sets.to_component(little_endian))
+        if ssl is not None:
+            _check_endpoint(host, ssl.port, version)
+            components.append(ssl.to_component(little_endian))
         for alt_host, alt_port in alternates:
-            _check_endpoint(alt_host, alt_port, version)
+            _check_endpoint(alt_host, alt_port, version, tls_only)
             components.append(alternate_address_component(alt_host, alt_port, little_endian))
     profile = IIOPProfile(version, host, port, object_key, tuple(components), little_endian)
     return IOR(type_id, (profile,), little_endian)
 
 
-def _check_endpoint(host: str, port: int, version: tuple[int, int]) -> None:
+def _check_endpoint(host: str, port: int, version: tuple[int, int], port_zero: bool = False) -> None:
     if not host:
         raise ValueError("empty host")
-    if not 1 <= port <= 0xFFFF:
+    if not (0 if port_zero else 1) <= port <= 0xFFFF:
         raise ValueError(f"port {port} out of range 1-65535")
     if version not in _IIOP_VERSIONS:
         raise ValueError(f"unsupported IIOP version {version} (pyorb speaks 1.0-1.2)")

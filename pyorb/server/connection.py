@@ -93,6 +93,13 @@ class ServerConnection(GIOPProtocol):
             self.load.refused(self.peer)
             self.close_idle()
 
+    @property
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The client's verified certificate (``ssl.SSLSocket.getpeercert()`` form)
+        on a TLS connection that asked for one, else None."""
+        transport = self.transport
+        return None if transport is None else transport.get_extra_info("peercert") or None
+
     # -- incoming messages ---------------------------------------------------
     def message_received(self, message: Message) -> None:
         if type(message) is Request:

@@ -43,6 +43,7 @@ class ServerLoad:
         self.output_paused_conns: set[ServerConnection] = set()
         self.reassembly = 0
         self.refusals = 0  # since the last log line about them
+        self.tls_refused = 0  # TLS handshakes that failed or timed out, since the start
         self._refusal_logged = float("-inf")
         self.max_connections = config.max_connections  # the server fits it to the descriptor limit
 

@@ -9,9 +9,11 @@ import logging
 import os
 import signal
 import socket
+import ssl
 from types import TracebackType
 from typing import Any, Callable, Mapping, Protocol, Sequence, cast
 
+from pyorb.aio.tls import TLSListener, listening_sockets
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
 from pyorb.server.adapter import ObjectAdapter
@@ -194,6 +196,14 @@ class Server:
     what is bound (see :func:`published_addresses`).  The first published
     address goes into the IIOP profile, the others into
     TAG_ALTERNATE_IIOP_ADDRESS components, which clients try in order.
+
+    ``tls`` (an ``ssl.SSLContext``, see :func:`pyorb.tls.server_context`)
+    makes the endpoints TLS-only: IORs carry the SSLIOP TAG_SSL_SEC_TRANS
+    component with the TLS port and port 0 in the IIOP profile, and plain
+    connections are refused.  ``tls_endpoints`` instead adds TLS endpoints
+    beside plain ones, and IORs offer both.  Client certificates follow the
+    context: verified when presented if its ``verify_mode`` is
+    CERT_OPTIONAL, required if CERT_REQUIRED.
     """
 
     def __init__(
@@ -208,27 +218,43 @@ class Server:
         reuse_port: bool = False,
         endpoints: Sequence[tuple[str, int]] | None = None,
         publish: str | Sequence[str] | None = None,
+        tls: ssl.SSLContext | None = None,
+        tls_endpoints: Sequence[tuple[str, int]] | None = None,
     ) -> None:
         binds = list(endpoints) if endpoints is not None else [(host, port)]
         if not binds:
             raise ValueError("endpoints names no (host, port) to listen on")
-        for _bind_host, bind_port in binds:
+        if tls_endpoints is not None and tls is None:
+            raise ValueError("tls_endpoints needs tls: the ssl.SSLContext they serve with")
+        if tls is not None and not isinstance(tls, ssl.SSLContext):
+            raise TypeError(f"tls must be an ssl.SSLContext (see pyorb.tls.server_context), not {type(tls).__name__}")
+        tls_binds = list(tls_endpoints) if tls_endpoints is not None else []
+        if tls is not None and tls_endpoints is None:
+            binds, tls_binds = [], binds  # every endpoint speaks TLS only
+        elif tls is not None and not tls_binds:
+            raise ValueError("tls_endpoints names no (host, port) to listen on")
+        for _bind_host, bind_port in binds + tls_binds:
             if not 0 <= bind_port <= 65535:
                 raise ValueError(f"port must be in 0..65535, got {bind_port}")
         if publish is not None:
-            published_addresses([(h, p or 1) for h, p in binds], publish)  # a bad entry fails here, not at start
+            # A bad entry fails here, not at start.
+            published_addresses([(h, p or 1) for h, p in (binds or tls_binds)], publish)
         self.config = config
         self.adapter = ObjectAdapter("reactive" if strategy is None else strategy)
         self._binds = binds
+        self._tls_binds = tls_binds
+        self._tls = tls
+        self._ssl: iors.SSLComponent | None = None  # what IORs advertise, once the TLS port is known
+        self._tls_listeners: list[TLSListener] = []
         self._publish = publish
-        self._host, self._port = binds[0]
+        self._host, self._port = (binds or tls_binds)[0]
         self._published: list[tuple[str, int]] = []
         self._listeners: list[asyncio.base_events.Server] = []
         self._reuse_port = reuse_port
         self._client = client
         self._owns_client = client is None
         self._convert = self._to_proxy if objref_converter is None else _with_static_type(objref_converter)
-        self._server: asyncio.base_events.Server | None = None
+        self._started = False
         self._sweeper: asyncio.Task[None] | None = None
         self._inbox: ReplyInbox | None = None
         self.connections: set[ServerConnection] = set()
@@ -237,7 +263,7 @@ class Server:
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> None:
-        if self._server is not None:
+        if self._started:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
         self._inbox = ReplyInbox(loop)
@@ -247,6 +273,7 @@ class Server:
                         "raise the limit to serve more", self.config.max_connections, fitted)
         self.load.max_connections = fitted
         bound: list[tuple[str, int]] = []
+        tls_bound: list[tuple[str, int]] = []
         try:
             for host, port in self._binds:
                 listener = await loop.create_server(
@@ -254,17 +281,44 @@ class Server:
                     backlog=ACCEPT_BACKLOG)
                 self._listeners.append(listener)
                 bound.append((host, listener.sockets[0].getsockname()[1]))
+            for host, port in self._tls_binds:
+                assert self._tls is not None
+                sockets = listening_sockets(host, port, backlog=ACCEPT_BACKLOG, reuse_port=self._reuse_port)
+                tls_listener = TLSListener(sockets, self._tls, self.config.tls_handshake_timeout,
+                                           self._new_tls_connection, self._handshake_done)
+                self._tls_listeners.append(tls_listener)
+                tls_bound.append((host, sockets[0].getsockname()[1]))
         except OSError:
             for listener in self._listeners:
                 listener.close()
+            for tls_listener in self._tls_listeners:
+                tls_listener.close()
             self._listeners.clear()
+            self._tls_listeners.clear()
             raise
-        self._server = self._listeners[0]
-        self._published = published_addresses(bound, self._publish)
+        for tls_listener in self._tls_listeners:
+            tls_listener.start()
+        self._started = True
+        self._published = published_addresses(bound or tls_bound, self._publish)
         self._host, self._port = self._published[0]
+        if self._tls is not None:
+            required = not bound
+            tls_port = self._port if required else tls_bound[0][1]
+            certificates = {ssl.CERT_NONE: "none", ssl.CERT_OPTIONAL: "optional", ssl.CERT_REQUIRED: "required"}
+            self._ssl = iors.ssl_component(tls_port, required=required,
+                                           client_certificate=certificates[self._tls.verify_mode])
+            if required:  # the profile's port: no plain connections (SSLIOP)
+                self._published = [(h, 0) for h, _ in self._published]
+                self._port = 0
         if self.config.idle_timeout is not None:
             self._sweeper = loop.create_task(self._close_idle_connections(self.config.idle_timeout))
-        log.info("pyorb server listening on %s, publishing %s", _shown(bound), _shown(self._published))
+        shown = _shown(bound) if bound else ""
+        if tls_bound:
+            shown = ", ".join(filter(None, [shown, "TLS " + _shown(tls_bound)]))
+        published = _shown(self._published)
+        if self._ssl is not None:
+            published += f" (TLS port {self._ssl.port}{', TLS only' if self._ssl.requires_tls else ''})"
+        log.info("pyorb server listening on %s, publishing %s", shown, published)
 
     def _make_connection(self) -> ServerConnection:
         assert self._inbox is not None  # made by start(), before accepting
@@ -275,6 +329,21 @@ class Server:
                                 reference=self._full_ior)
         self.connections.add(conn)
         return conn
+
+    def _new_tls_connection(self) -> ServerConnection | None:
+        assert self._inbox is not None
+        handshaking = sum(len(listener.handshakes) for listener in self._tls_listeners)
+        if len(self.connections) + handshaking >= self.load.max_connections:
+            self.load.refused(None)  # closed unanswered: no GIOP in clear on a TLS port
+            return None
+        return ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
+                                reference=self._full_ior)
+
+    def _handshake_done(self, conn: asyncio.Protocol | None) -> None:
+        if conn is None:
+            self.load.tls_refused += 1
+        elif isinstance(conn, ServerConnection) and conn.is_open:
+            self.connections.add(conn)
 
     async def _close_idle_connections(self, idle: float) -> None:
         loop = asyncio.get_running_loop()
@@ -299,10 +368,12 @@ class Server:
         seconds to answer them before CloseConnection; after that they are
         closed and late replies are dropped.
         """
-        if self._server is None:
+        if not self._started:
             return
         for listener in self._listeners:
             listener.close()
+        for tls_listener in self._tls_listeners:
+            tls_listener.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         conns = list(self.connections)
@@ -320,8 +391,11 @@ class Server:
         await asyncio.gather(*(c.wait_closed() for c in conns))
         for listener in self._listeners:
             await listener.wait_closed()
+        for tls_listener in self._tls_listeners:
+            await tls_listener.wait_closed()
         self._listeners.clear()
-        self._server = None
+        self._tls_listeners.clear()
+        self._started = False
         # Joining dispatcher threads may wait for servant code: not on the loop,
         # and not for long (they are daemon threads; a stuck servant is logged).
         joining = asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
@@ -336,7 +410,7 @@ class Server:
         Starts the server if needed.  Signal handlers are installed on the
         running loop (so call it from the main thread) and removed on return.
         """
-        if self._server is None:
+        if not self._started:
             await self.start()
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -399,6 +473,7 @@ class Server:
                   for s in self.adapter.registry),
             tuple(merge(op, [r for (o, _), r in recorders.items() if o == op]) for op in ops),
             len(self.connections),
+            self.load.tls_refused,
         )
 
     # -- references for servants ---------------------------------------------
@@ -430,12 +505,21 @@ class Server:
 
     def _full_ior(self, key: bytes) -> iors.IOR:
         return iors.build_ior(self.adapter.type_id(key), self._host, self._port, key,
-                              alternates=self._published[1:])
+                              alternates=self._published[1:], ssl=self._ssl)
 
     @property
     def published(self) -> list[tuple[str, int]]:
         """The addresses in this server's IORs and corbaloc URLs, first the profile's (after :meth:`start`)."""
         return list(self._published)
 
+    @property
+    def tls(self) -> iors.SSLComponent | None:
+        """What this server's IORs say of TLS (port, options), None without TLS (after :meth:`start`)."""
+        return self._ssl
+
     def corbaloc(self, key: bytes | str) -> str:
+        """A corbaloc URL of the object; ValueError for a TLS-only server (a
+        corbaloc ``iiop`` address cannot say TLS: hand out :meth:`ior`)."""
+        if self._ssl is not None and self._ssl.requires_tls:
+            raise ValueError("this server takes TLS connections only, which a corbaloc URL cannot name: use its IOR")
         return iors.to_corbaloc(self._host, self._port, self._key(key), alternates=self._published[1:])

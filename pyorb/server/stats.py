@@ -56,6 +56,8 @@ class RecorderSnapshot:
     service: Timing
     queued: int = 0
     threads: int = 0
+    rejected: int = 0
+    """Requests a server interceptor refused (e.g. NO_PERMISSION): they never reached the servant."""
 
 
 class Recorder:
@@ -70,7 +72,8 @@ class Recorder:
     ``+=`` on an attribute is not atomic across threads).
     """
 
-    __slots__ = ("started", "served", "failed", "dropped", "wait_total", "service_total", "samples", "lock")
+    __slots__ = ("started", "served", "failed", "dropped", "rejected", "wait_total", "service_total", "samples",
+                 "lock")
 
     def __init__(self, window: int = WINDOW) -> None:
         self.lock = threading.Lock()
@@ -78,6 +81,7 @@ class Recorder:
         self.served = 0
         self.failed = 0
         self.dropped = 0
+        self.rejected = 0  # loop thread only: interceptors run there
         self.wait_total = 0.0
         self.service_total = 0.0
         self.samples: deque[tuple[float, float]] = deque(maxlen=window)
@@ -106,7 +110,7 @@ class Gauges:
 
 def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None) -> RecorderSnapshot:
     """One snapshot of several recorders (an operation's, or a strategy's)."""
-    started = served = failed = dropped = 0
+    started = served = failed = dropped = rejected = 0
     wait_total = service_total = 0.0
     recent: list[tuple[float, float]] = []
     for r in recorders:
@@ -115,6 +119,7 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
             served += r.served
             failed += r.failed
             dropped += r.dropped
+            rejected += r.rejected
             wait_total += r.wait_total
             service_total += r.service_total
             recent.extend(list(r.samples))
@@ -122,7 +127,7 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
         name, served, max(0, started - served), failed, dropped,
         Timing.of(wait_total, served, [w for w, _ in recent]),
         Timing.of(service_total, served, [s for _, s in recent]),
-        gauges.queued() if gauges else 0, gauges.threads() if gauges else 0,
+        gauges.queued() if gauges else 0, gauges.threads() if gauges else 0, rejected,
     )
 
 
@@ -137,6 +142,8 @@ class ServerStats:
     strategies: tuple[RecorderSnapshot, ...] = field(default_factory=tuple)
     operations: tuple[RecorderSnapshot, ...] = field(default_factory=tuple)
     connections: int = 0
+    tls_refused: int = 0
+    """TLS handshakes refused (failed, timed out, or a plain client on a TLS port) since the start."""
 
     def table(self) -> Table:
         """The snapshot as a rich table (times in milliseconds)."""
@@ -149,7 +156,7 @@ class ServerStats:
                                                         ("operation", self.operations)) for s in rows]
         # The name column never wraps or truncates (the numbers' headers wrap instead).
         table.add_column("", no_wrap=True, min_width=max(map(len, names), default=0))
-        for col in ("served", "in flight", "queued", "threads", "failed", "dropped",
+        for col in ("served", "in flight", "queued", "threads", "failed", "dropped", "rejected",
                     "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
             table.add_column(col, justify="right")
         for title, rows in (("strategy", self.strategies), ("operation", self.operations)):
@@ -157,7 +164,7 @@ class ServerStats:
                 table.add_row(
                     f"{title} {s.name}", str(s.served), str(s.in_flight),
                     str(s.queued) if title == "strategy" else "", str(s.threads) if title == "strategy" else "",
-                    str(s.failed), str(s.dropped), _ms(s.wait.mean), _ms(s.wait.p99),
+                    str(s.failed), str(s.dropped), str(s.rejected), _ms(s.wait.mean), _ms(s.wait.p99),
                     _ms(s.service.mean), _ms(s.service.p50), _ms(s.service.p99),
                 )
         return table
