@@ -25,13 +25,14 @@ import ssl
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Sequence
 
 from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.client.calls import (
     Endpoint,
+    Intercepted,
     connect_failure,
     LocationForward,
     Reference,
@@ -48,7 +49,9 @@ from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR
-from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply
+from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply, ServiceContext
+from pyorb.interceptors import ClientInterceptor
+from pyorb.interceptors import check as check_interceptors
 from pyorb.marshal import Operation, ensure_orb
 from pyorb.tls import client_context, tls_reason
 
@@ -121,7 +124,10 @@ class BlockingConnection:
         """The connection's protocol state (its code sets among it)."""
         return self._core
 
-    def call(self, op: Operation, args: tuple[Any, ...], route: Route, deadline: float | None) -> Reply | None:
+    def call(
+        self, op: Operation, args: tuple[Any, ...], route: Route, deadline: float | None,
+        contexts: tuple[ServiceContext, ...] = (),
+    ) -> Reply | None:
         """Send a request to ``route``'s object and wait for its reply (None for a oneway call)."""
         wait = _remaining(deadline)
         if not self._lock.acquire(timeout=-1 if wait is None else max(wait, 0)):
@@ -131,7 +137,8 @@ class BlockingConnection:
                 raise StaleConnection()
             if deadline is not None and time.monotonic() >= deadline:
                 raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # before the writer counts a request
-            rid, data = self._writer.request(op, args, route.key, route.version, route.code_sets, route.orb_type)
+            rid, data = self._writer.request(op, args, route.key, route.version, route.code_sets, route.orb_type,
+                                             contexts)
             self._send(data, deadline)
             return None if op.oneway else self._await_reply(rid, deadline)
         finally:
@@ -239,14 +246,19 @@ class BlockingClient:
 
     ``tls`` is as for :class:`pyorb.Client`: objects whose IOR offers TLS
     are called over TLS with this context (default: the system's
-    authorities); ``tls=False`` never uses TLS.
+    authorities); ``tls=False`` never uses TLS.  ``interceptors`` are as
+    for :class:`pyorb.Client`; they run on the calling thread.
     """
 
-    def __init__(self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None) -> None:
+    def __init__(
+        self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
+        interceptors: Sequence[ClientInterceptor] = (),
+    ) -> None:
         if not (tls is None or isinstance(tls, (bool, ssl.SSLContext))):
             raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
         self.config = config
         self._tls = tls
+        self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
         self.value_bounds = config.value_bounds()
         self._conns: dict[Endpoint, BlockingConnection] = {}
         self._lock = threading.Lock()
@@ -309,12 +321,31 @@ class BlockingClient:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         route = route or self.route(target)
+        if not self.interceptors:
+            return self._call(op, args, route, deadline, None)
+        intercepted = Intercepted(self.interceptors, op, target)
+        intercepted.send_request()
+        try:
+            outcome = self._call(op, args, route, deadline, intercepted)
+        except BaseException as exc:
+            intercepted.receive_reply(exc)
+            raise
+        intercepted.receive_reply(None)
+        return outcome
+
+    def _call(
+        self, op: Operation, args: tuple[Any, ...], route: Route | None, deadline: float | None,
+        intercepted: Intercepted | None,
+    ) -> CallResult:
+        contexts = intercepted.contexts if intercepted is not None else ()
         for _hop in range(self.config.max_forwards + 1):
             if route is None:
                 raise CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO)
-            reply, core = self._request(route, op, args, deadline)
+            reply, core = self._request(route, op, args, deadline, contexts)
             if reply is None:
                 return CallResult(None, 0)
+            if intercepted is not None:
+                intercepted.reply_contexts(reply.service_contexts)
             try:
                 result = reply_result(op, reply, self.from_objref, self.value_bounds, core.char_set, core.wide_giop11)
                 return CallResult(result, len(reply.body))
@@ -323,13 +354,14 @@ class BlockingClient:
         raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)  # a forwarding loop
 
     def _request(
-        self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None
+        self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None,
+        contexts: tuple[ServiceContext, ...] = (),
     ) -> tuple[Reply | None, GIOPConnection]:
         """The reply (None for a oneway call) and the protocol state (code sets) of the connection it came on."""
         for _attempt in range(2):
             conn, reached = self._reachable(route, deadline)
             try:
-                return conn.call(op, args, reached, deadline), conn.core
+                return conn.call(op, args, reached, deadline, contexts), conn.core
             except StaleConnection:
                 pass  # another caller lost it while we waited: safe to use a new one
         raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)

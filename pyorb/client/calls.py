@@ -20,6 +20,7 @@ from pyorb.config import Config
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.connection import GIOPConnection
 from pyorb.giop.errors import ProtocolError
+from pyorb.interceptors import ClientInterceptor, ClientRequestInfo
 from pyorb.giop.ior import (
     CS_ISO8859_1,
     CS_UTF8,
@@ -105,6 +106,7 @@ class RequestWriter:
     def request(
         self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version,
         code_sets: CodeSetsInfo | None = None, orb_type: int | None = None,
+        extra_contexts: tuple[ServiceContext, ...] = (),
     ) -> tuple[int, bytes]:
         """The request id and bytes of a call of ``op``.
 
@@ -113,7 +115,8 @@ class RequestWriter:
         and its form of GIOP 1.1 wide text from them.  Raises a CORBA system
         exception (completed NO) if the arguments do not marshal
         (DATA_CONVERSION for text the code set cannot carry), or MARSHAL if
-        the body exceeds max_message_size.
+        the body exceeds max_message_size.  ``extra_contexts`` are client
+        interceptors' service contexts.
         """
         core = self.core
         contexts: tuple[ServiceContext, ...] = ()
@@ -122,6 +125,8 @@ class RequestWriter:
             cs, contexts = choose_code_sets(version, code_sets)
             core.char_set = cs
             core.wide_giop11 = orb_type != ORB_TYPE_OMNIORB
+        if extra_contexts:
+            contexts += extra_contexts
         cs = core.char_set
         rid = self._request_id()
         le = self.little_endian
@@ -283,6 +288,51 @@ def reference_ior(ref: object) -> IOR | None:
     if isinstance(ref, CORBA.Object):
         return None
     raise TypeError(f"expected an IOR or corbaloc string, got {type(ref).__name__}")
+
+
+class Intercepted:
+    """A call's client interceptors (:mod:`pyorb.interceptors`) and what they added."""
+
+    __slots__ = ("interceptors", "info", "contexts")
+
+    def __init__(self, interceptors: tuple[ClientInterceptor, ...], op: Operation, target: IOR) -> None:
+        profile = target.iiop
+        self.interceptors = interceptors
+        self.info = ClientRequestInfo(op.name, profile.object_key if profile is not None else b"", target.type_id,
+                                      op.oneway)
+        self.contexts: tuple[ServiceContext, ...] = ()
+
+    def send_request(self) -> None:
+        """Run every send_request; a CORBA system exception (or UNKNOWN for
+        anything else) is the call's, after the ones that ran see it."""
+        info = self.info
+        for ran, interceptor in enumerate(self.interceptors):
+            try:
+                interceptor.send_request(info)
+            except Exception as exc:
+                if isinstance(exc, CORBA.SystemException):
+                    failure = type(exc)(exc.minor, CORBA.COMPLETED_NO, *exc.args[2:])
+                else:
+                    log.error("client interceptor %s failed on %s; the call fails with CORBA.UNKNOWN",
+                              type(interceptor).__name__, info.operation, exc_info=exc)
+                    failure = CORBA.UNKNOWN(0, CORBA.COMPLETED_NO)
+                self.interceptors = self.interceptors[:ran]
+                self.receive_reply(failure)
+                raise failure from None
+        self.contexts = tuple(ServiceContext(i, bytes(d)) for i, d in info.request_contexts.items())
+
+    def reply_contexts(self, contexts: tuple[ServiceContext, ...]) -> None:
+        self.info.reply_contexts = {c.context_id: c.data for c in contexts}
+
+    def receive_reply(self, exception: BaseException | None) -> None:
+        """Every receive_request that ran, last first; their failures are logged, not the call's."""
+        interceptors, self.interceptors = self.interceptors, ()  # once per call
+        for interceptor in reversed(interceptors):
+            try:
+                interceptor.receive_reply(self.info, exception)
+            except Exception:
+                log.exception("client interceptor %s failed in receive_reply of %s", type(interceptor).__name__,
+                              self.info.operation)
 
 
 class Endpoint(NamedTuple):

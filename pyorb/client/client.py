@@ -7,15 +7,17 @@ import copy
 import logging
 import ssl
 from types import TracebackType
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, Callable, Sequence, TypeVar, overload
 
 from omniORB import CORBA
 
-from pyorb.client.calls import Endpoint, Route, connect_failure, reference_ior, route_for
+from pyorb.client.calls import Endpoint, Intercepted, Route, connect_failure, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import CallFuture, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
+from pyorb.interceptors import ClientInterceptor
+from pyorb.interceptors import check as check_interceptors
 from pyorb.tls import client_context, tls_reason
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
@@ -37,14 +39,21 @@ class Client:
     an ``ssl.SSLContext`` (see :func:`pyorb.tls.client_context`: the CA to
     verify servers against, a client certificate for mutual TLS), by
     default one that trusts the system's authorities.  ``tls=False`` never
-    uses TLS (objects that require it are unreachable: TRANSIENT).
+    uses TLS (objects that require it are unreachable: INV_OBJREF).
+
+    ``interceptors`` add service contexts to each call and see its outcome
+    (see :mod:`pyorb.interceptors`).
     """
 
-    def __init__(self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None) -> None:
+    def __init__(
+        self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
+        interceptors: Sequence[ClientInterceptor] = (),
+    ) -> None:
         if not (tls is None or isinstance(tls, (bool, ssl.SSLContext))):
             raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
         self.config = config
         self._tls = tls
+        self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
         self._conns: dict[Endpoint, ClientConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
         self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
@@ -117,6 +126,13 @@ class Client:
         loop = asyncio.get_running_loop()
         fut = CallFuture(loop=loop)
         inv = Invocation(op, args, fut, self._retarget, self.from_objref, target)
+        if self.interceptors:
+            inv.intercepted = intercepted = Intercepted(self.interceptors, op, target)
+            try:
+                intercepted.send_request()  # here, in the caller's context (its current trace span)
+            except CORBA.SystemException as exc:
+                fut.set_exception(exc)
+                return fut
         if timeout is not None:
             inv.expire_in(timeout, loop)
         self._send(inv, route or self.route(target))

@@ -39,7 +39,9 @@ class ClientConnection(GIOPProtocol):
             inv.fail(CORBA.IMP_LIMIT(0, CORBA.COMPLETED_NO))
             return
         try:
-            rid, data = self.writer.request(inv.op, inv.args, route.key, route.version, route.code_sets, route.orb_type)
+            intercepted = inv.intercepted
+            rid, data = self.writer.request(inv.op, inv.args, route.key, route.version, route.code_sets, route.orb_type,
+                                            intercepted.contexts if intercepted is not None else ())
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return

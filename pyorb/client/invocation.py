@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from omniORB import CORBA
 
 from pyorb.marshal import layout
-from pyorb.client.calls import LocationForward, reply_result
+from pyorb.client.calls import Intercepted, LocationForward, reply_result
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import Reply
@@ -46,7 +46,7 @@ class Invocation:
     """
 
     __slots__ = ("op", "args", "future", "conn", "request_id", "deadlines", "deadline", "forwards", "retarget",
-                 "convert", "target", "resent")
+                 "convert", "target", "resent", "intercepted")
 
     def __init__(
         self,
@@ -70,6 +70,7 @@ class Invocation:
         self.convert = convert
         self.target = target
         self.resent = False
+        self.intercepted: Intercepted | None = None  # the client's interceptors, if it has any
 
     # -- outcomes --------------------------------------------------------------
     def expire_in(self, timeout: float, loop: asyncio.AbstractEventLoop) -> None:
@@ -79,6 +80,8 @@ class Invocation:
     def complete(self, reply: Reply) -> None:
         if self.future.done():
             return
+        if self.intercepted is not None:
+            self.intercepted.reply_contexts(reply.service_contexts)
         try:
             conn = self.conn
             if conn is not None:
@@ -110,11 +113,15 @@ class Invocation:
     def succeed(self, value: Any) -> None:
         if not self.future.done():
             self.release()
+            if self.intercepted is not None:
+                self.intercepted.receive_reply(None)
             self.future.set_result(value)
 
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
             self.release()
+            if self.intercepted is not None:
+                self.intercepted.receive_reply(exc)
             self.future.set_exception(exc)
 
     def timed_out(self) -> None:

@@ -265,15 +265,15 @@ class GIOPConnection:
 
     def reply(
         self, request_id: int, status: ReplyStatus, version: Version, little_endian: bool,
-        pack: Callable[[int], bytes],
+        pack: Callable[[int], bytes], service_contexts: tuple[ServiceContext, ...] = (),
     ) -> bytes:
         """A Reply whose body ``pack(align)`` makes for where it starts in the message. Safe from any thread."""
         if version == GIOP_1_2:
             body = pack(0)
         else:
-            probe = Reply(request_id, status, b"", version=version, little_endian=little_endian)
+            probe = Reply(request_id, status, b"", service_contexts, version, little_endian)
             body = pack(body_offset(probe))
-        return self.send(Reply(request_id, status, body, version=version, little_endian=little_endian))
+        return self.send(Reply(request_id, status, body, service_contexts, version, little_endian))
 
     def body_offset(self, msg: Request | Reply | LocateReply) -> int:
         """Where the body of ``msg`` will start in the message: marshaling aligns to it."""

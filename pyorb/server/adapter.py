@@ -58,6 +58,8 @@ class ObjectAdapter:
         # POA's transient policy does: a reference kept from an earlier run
         # gets OBJECT_NOT_EXIST instead of reaching whatever now has its number.
         self.incarnation = os.urandom(8).hex()
+        self.interceptors: tuple[Any, ...] = ()
+        """The server's request interceptors (:mod:`pyorb.interceptors`), in order."""
 
     def activate(
         self,

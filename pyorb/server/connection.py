@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
+import inspect
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from omniORB import CORBA
 
@@ -26,11 +28,12 @@ from pyorb.giop.messages import (
     ReplyStatus,
     Request,
 )
+from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
-from pyorb.server.adapter import BUILTIN_NAMES, ObjectAdapter
+from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
 from pyorb.server.dispatch import Call
 from pyorb.server.load import ServerLoad
-from pyorb.server.reply import ReplyInbox, ReplySink
+from pyorb.server.reply import ReplyInbox, ReplySink, run_send_reply, service_contexts
 from pyorb.server.servant import ServantInfo, Style
 
 if TYPE_CHECKING:
@@ -54,7 +57,7 @@ class ServerConnection(GIOPProtocol):
 
     __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "waiting", "max_message_size", "in_flight",
                  "draining", "_refuse", "_version", "unsent", "parked", "_reference", "_introduced",
-                 "_relocating")
+                 "_relocating", "interceptors")
 
     def __init__(
         self,
@@ -85,6 +88,7 @@ class ServerConnection(GIOPProtocol):
         self._reference = reference  # the full IOR of a served key, for LocateRequest
         self._introduced = 0  # LocateRequests answered OBJECT_FORWARD to the object's full IOR
         self._relocating: set[bytes] | None = None  # keys forwarded, whose next LocateRequest checks the full IOR
+        self.interceptors = adapter.interceptors  # the server's, fixed when it was made
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -131,6 +135,14 @@ class ServerConnection(GIOPProtocol):
         if route is None:
             self._builtin_or_missing(req, found.info)
             return
+        if self.interceptors:
+            self._intercept(req, found, route)
+            return
+        self._start(req, found, route, None)
+
+    def _start(self, req: Request, found: Binding, route: Route, info: ServerRequestInfo | None) -> None:
+        """Unmarshal the arguments and hand the call to the route's strategy."""
+        core = self.core
         entry = route.entry
         op = entry.op
         wide11 = False
@@ -153,6 +165,9 @@ class ServerConnection(GIOPProtocol):
         self._version = req.version
         call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian,
                     req.response_expected, self, route.stats)
+        if info is not None:
+            call.intercepted = info
+            call.context = contextvars.copy_context()  # what receive_request set, for any strategy's thread
         self.load.started(self)
         if route.deadline is not None:
             call.timer = self.loop.call_later(route.deadline, call.expire)
@@ -169,6 +184,63 @@ class ServerConnection(GIOPProtocol):
             if self.waiting is None:
                 self.waiting = {}
             self.waiting[req.request_id] = call
+
+    # -- interceptors ------------------------------------------------------------
+    def _intercept(self, req: Request, found: Binding, route: Route) -> None:
+        """Run the server interceptors' receive_request in the request's own
+        context, then dispatch in it (or refuse)."""
+        info = ServerRequestInfo(req.operation, req.object_key, found.info.type_id, req.request_id,
+                                 req.response_expected, self.peer, self.peer_certificate,
+                                 {c.context_id: c.data for c in req.service_contexts})
+        context = contextvars.copy_context()
+        for ran, interceptor in enumerate(self.interceptors):
+            try:
+                pending = context.run(interceptor.receive_request, info)
+            except BaseException as exc:  # noqa: BLE001 - an interceptor's failure is the request's
+                self._refused(req, route, info, exc, ran)
+                return
+            if pending is not None and inspect.isawaitable(pending):
+                self.load.started(self)  # counted while it waits: the limits bound these too
+                context.run(self.loop.create_task, self._intercept_async(req, found, route, info, pending, ran))
+                return
+        context.run(self._start, req, found, route, info)
+
+    async def _intercept_async(
+        self, req: Request, found: Binding, route: Route, info: ServerRequestInfo, pending: Any, ran: int
+    ) -> None:
+        try:
+            try:
+                await pending
+                for ran in range(ran + 1, len(self.interceptors)):
+                    pending = self.interceptors[ran].receive_request(info)
+                    if pending is not None and inspect.isawaitable(pending):
+                        await pending
+            except BaseException as exc:  # noqa: BLE001
+                if not self.is_open:
+                    return
+                self._refused(req, route, info, exc, ran)
+                if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+                    raise
+                return
+        finally:
+            self.load.finished(self)
+        if self.is_open and not self.draining:
+            self._start(req, found, route, info)
+
+    def _refused(self, req: Request, route: Route, info: ServerRequestInfo, exc: BaseException, ran: int) -> None:
+        """An interceptor raised in receive_request: the client gets its system exception, or UNKNOWN."""
+        if isinstance(exc, CORBA.SystemException):
+            refusal = type(exc)(exc.minor, CORBA.COMPLETED_NO, *exc.args[2:])
+            log.info("request %s from %s refused by %s: %s", req.operation, self.peer,
+                     type(self.interceptors[ran]).__name__, type(exc).__name__)
+        else:
+            log.error("server interceptor %s failed on %s; the client gets CORBA.UNKNOWN",
+                      type(self.interceptors[ran]).__name__, req.operation, exc_info=exc)
+            refusal = CORBA.UNKNOWN(0, CORBA.COMPLETED_NO)
+        route.stats.rejected += 1
+        for interceptor in reversed(self.interceptors[:ran]):
+            run_send_reply(interceptor, info, refusal)
+        self._system_exception(req, refusal, info.reply_contexts)
 
     def _wide_form(self, op: marshal.Operation, req: Request) -> bool:
         """True if this connection's GIOP 1.1 wide text is in the standard GIOP 1.1
@@ -224,11 +296,13 @@ class ServerConnection(GIOPProtocol):
             self.send(self.core.reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
                                       lambda a: _ior_body(target, req.little_endian, a)))
 
-    def _system_exception(self, req: Request, exc: CORBA.SystemException) -> None:
+    def _system_exception(self, req: Request, exc: CORBA.SystemException,
+                          contexts: Mapping[int, bytes] | None = None) -> None:
         if req.response_expected:
             le = req.little_endian
             self.send(self.core.reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
-                                      lambda a: marshal.pack_system_exception(exc, a, le)))
+                                      lambda a: marshal.pack_system_exception(exc, a, le),
+                                      service_contexts(contexts)))
 
     def _needs_addressing_mode(self, req: Request) -> None:
         if req.response_expected:

@@ -9,6 +9,7 @@ opaque key for per-connection strategies.  The strategies themselves live in
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from time import perf_counter
 from typing import Any, Coroutine, Hashable, Protocol
@@ -31,7 +32,8 @@ class Call(ReplySink):
     of its operation under its strategy.
     """
 
-    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at", "coro", "timer")
+    __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at", "coro", "timer",
+                 "context")
     coro: Coroutine[Any, Any, Any]  # set only when it runs as a task on the loop
 
     def __init__(
@@ -53,6 +55,7 @@ class Call(ReplySink):
         self.connection: Hashable = channel  # type: ignore[assignment]  # connections hash by identity
         self.stats = stats
         self.timer: asyncio.TimerHandle | None = None  # the deadline's, cancelled when the call settles
+        self.context: contextvars.Context | None = None  # set by server interceptors: servant code runs in it
         self.queued_at = self.started_at = perf_counter()
         stats.started += 1  # loop thread only
 
@@ -68,6 +71,8 @@ class Call(ReplySink):
             self.done = self.expired = True
         if taken:
             self._finished(False)
+            if self.intercepted is not None:
+                self._intercepted_outcome(asyncio.CancelledError())
             self._settle()
         self._undelivered()
 
@@ -143,6 +148,15 @@ def run_blocking(call: Call) -> None:
     """Run a call's synchronous servant code (plain or AMH) in the current thread."""
     if call.done:  # cancelled (CancelRequest) while it waited for a thread: never run
         return
+    context = call.context
+    if context is not None:  # what the server's interceptors set, on this thread too
+        call.context = None
+        context.run(_run_blocking, call)
+        return
+    _run_blocking(call)
+
+
+def _run_blocking(call: Call) -> None:
     call.begin()
     if call.entry.style is Style.AMH:
         coro = start_amh(call)

@@ -6,15 +6,16 @@ import asyncio
 import logging
 from collections import deque
 from threading import Lock, get_ident
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.giop.connection import GIOPConnection
-from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, ReplyStatus, Version
+from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, ReplyStatus, ServiceContext, Version
 
 if TYPE_CHECKING:
+    from pyorb.interceptors import ServerInterceptor, ServerRequestInfo
     from pyorb.marshal import Operation
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class Channel(Protocol):
     """A strategy holds this connection's queued calls until it is no longer :attr:`congested`."""
     core: GIOPConnection
     """The connection's protocol state: it encodes the replies, in its code sets (safe from any thread)."""
+    interceptors: tuple[Any, ...]
+    """The server's request interceptors: their send_reply sees each outcome."""
 
     @property
     def congested(self) -> bool:
@@ -105,6 +108,20 @@ class Channel(Protocol):
 
     def request_finished(self, request_id: int) -> None:
         """Request ``request_id`` of the connection is over (loop thread)."""
+
+
+def service_contexts(contexts: Mapping[int, bytes] | None) -> tuple[ServiceContext, ...]:
+    """Reply service contexts from an interceptor's ``id -> data`` mapping."""
+    return tuple(ServiceContext(i, bytes(d)) for i, d in contexts.items()) if contexts else ()
+
+
+def run_send_reply(interceptor: ServerInterceptor, info: ServerRequestInfo, exception: BaseException | None) -> None:
+    """One interceptor's send_reply: its failure is logged, never the reply's."""
+    try:
+        interceptor.send_reply(info, exception)
+    except Exception:
+        log.exception("server interceptor %s failed in send_reply of %s", type(interceptor).__name__,
+                      info.operation)
 
 
 # One lock for every sink's outcome: it is held only for a test-and-set, so sharing it costs little.
@@ -120,7 +137,7 @@ class ReplySink:
     """
 
     __slots__ = ("request_id", "version", "little_endian", "op", "response_expected", "channel", "done", "on_sent",
-                 "expired")
+                 "expired", "intercepted")
 
     def __init__(
         self,
@@ -140,6 +157,7 @@ class ReplySink:
         self.done = False
         self.on_sent: Callable[[], None] | None = None
         self.expired = False
+        self.intercepted: ServerRequestInfo | None = None  # set when the server has interceptors
 
     def _take(self) -> bool:
         """Make this the one outcome (False: one was taken already).  Atomic:
@@ -166,6 +184,9 @@ class ReplySink:
     def result(self, value: Any) -> None:
         if not self._take():
             self._late()
+            return
+        if self.intercepted is not None:
+            self._intercepted_result(value)
             return
         if not self.response_expected:
             self._finished(False)
@@ -199,14 +220,53 @@ class ReplySink:
         self._finished(failed)
         self._deliver(data)
 
+    def _intercepted_result(self, value: Any) -> None:
+        """result() for a request the server's interceptors saw: they see the
+        servant's outcome first, and the reply carries the service contexts
+        they added.  (A value that then fails to marshal is logged; the
+        interceptors have seen a result.)"""
+        info = self.intercepted
+        assert info is not None
+        self._intercepted_outcome(None)
+        if not self.response_expected:
+            self._finished(False)
+            self._settle()
+            return
+        op, le, core = self.op, self.little_endian, self.channel.core
+        cs, wide11 = core.char_set, self.version == GIOP_1_1 and bool(core.wide_giop11)
+        contexts = service_contexts(info.reply_contexts)
+        failed = False
+        try:
+            values = op.result_tuple(value)
+            data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le, cs, wide11),
+                                contexts)
+        except CORBA.SystemException as exc:
+            log.error("operation %s returned a value that cannot be sent: %r (%s)", op.name, value, exc)
+            kind = type(exc) if isinstance(exc, (CORBA.DATA_CONVERSION, CORBA.MARSHAL)) else CORBA.BAD_PARAM
+            data = self._system_bytes(kind(exc.minor, CORBA.COMPLETED_YES), contexts)
+            failed = True
+        self._finished(failed)
+        self._deliver(data)
+
+    def _intercepted_outcome(self, exception: BaseException | None) -> None:
+        info = self.intercepted
+        if info is None:
+            return
+        self.intercepted = None  # once per request
+        for interceptor in reversed(self.channel.interceptors):
+            run_send_reply(interceptor, info, exception)
+
     def exception(self, exc: BaseException) -> None:
         """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
         if not self.claim():
             return
         declared = isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions
         self._finished(not declared)
+        info = self.intercepted
+        if info is not None:
+            self._intercepted_outcome(exc)
         if self.response_expected:
-            self._deliver(self.exception_bytes(exc))
+            self._deliver(self.exception_bytes(exc, service_contexts(info.reply_contexts) if info else ()))
         else:
             self._settle()
 
@@ -226,26 +286,28 @@ class ReplySink:
         """The reply could not be handed to the connection (it is closed)."""
         log.debug("reply %d dropped: connection closed", self.request_id)
 
-    def exception_bytes(self, exc: BaseException) -> bytes:
+    def exception_bytes(self, exc: BaseException, contexts: tuple[ServiceContext, ...] = ()) -> bytes:
         if isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions:
             le, core = self.little_endian, self.channel.core
             cs, wide11 = core.char_set, self.version == GIOP_1_1 and bool(core.wide_giop11)
             try:
                 return self._encode(ReplyStatus.USER_EXCEPTION,
-                                    lambda a: self.op.pack_user_exception(exc, a, le, cs, wide11))
+                                    lambda a: self.op.pack_user_exception(exc, a, le, cs, wide11), contexts)
             except CORBA.SystemException as error:  # e.g. text the connection's char code set cannot carry
                 log.warning("%s raised %s, which cannot be sent: %s", self.op.name, type(exc).__name__, error)
-                return self._system_bytes(type(error)(error.minor, CORBA.COMPLETED_YES))
+                return self._system_bytes(type(error)(error.minor, CORBA.COMPLETED_YES), contexts)
         if isinstance(exc, CORBA.SystemException):
-            return self._system_bytes(exc)
-        return self._system_bytes(CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE))
+            return self._system_bytes(exc, contexts)
+        return self._system_bytes(CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE), contexts)
 
-    def _system_bytes(self, exc: CORBA.SystemException) -> bytes:
+    def _system_bytes(self, exc: CORBA.SystemException, contexts: tuple[ServiceContext, ...] = ()) -> bytes:
         le = self.little_endian
-        return self._encode(ReplyStatus.SYSTEM_EXCEPTION, lambda a: marshal.pack_system_exception(exc, a, le))
+        return self._encode(ReplyStatus.SYSTEM_EXCEPTION, lambda a: marshal.pack_system_exception(exc, a, le),
+                            contexts)
 
-    def _encode(self, status: ReplyStatus, pack: Callable[[int], bytes]) -> bytes:
-        return self.channel.core.reply(self.request_id, status, self.version, self.little_endian, pack)
+    def _encode(self, status: ReplyStatus, pack: Callable[[int], bytes],
+                contexts: tuple[ServiceContext, ...] = ()) -> bytes:
+        return self.channel.core.reply(self.request_id, status, self.version, self.little_endian, pack, contexts)
 
     def expire(self) -> None:
         """The request's deadline passed: the client gets TIMEOUT; a later reply is discarded."""
@@ -254,8 +316,12 @@ class ReplySink:
                 return
             self.done = self.expired = True  # together: a racing reply sees both or neither
         self._finished(True)
+        timeout = CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE)
+        info = self.intercepted
+        if info is not None:
+            self._intercepted_outcome(timeout)
         if self.response_expected:
-            self._deliver(self._system_bytes(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE)))
+            self._deliver(self._system_bytes(timeout, service_contexts(info.reply_contexts) if info else ()))
         else:
             self._settle()
 

@@ -16,6 +16,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, cast
 from pyorb.aio.tls import TLSListener, listening_sockets
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
+from pyorb.interceptors import ServerInterceptor
+from pyorb.interceptors import check as check_interceptors
 from pyorb.server.adapter import ObjectAdapter
 from pyorb.server.connection import ServerConnection
 from pyorb.server.dispatch import Strategy
@@ -220,6 +222,7 @@ class Server:
         publish: str | Sequence[str] | None = None,
         tls: ssl.SSLContext | None = None,
         tls_endpoints: Sequence[tuple[str, int]] | None = None,
+        interceptors: Sequence[ServerInterceptor] = (),
     ) -> None:
         binds = list(endpoints) if endpoints is not None else [(host, port)]
         if not binds:
@@ -241,6 +244,7 @@ class Server:
             published_addresses([(h, p or 1) for h, p in (binds or tls_binds)], publish)
         self.config = config
         self.adapter = ObjectAdapter("reactive" if strategy is None else strategy)
+        self.adapter.interceptors = check_interceptors(interceptors, ServerInterceptor)
         self._binds = binds
         self._tls_binds = tls_binds
         self._tls = tls
@@ -466,12 +470,12 @@ class Server:
 
     def stats(self) -> ServerStats:
         """A snapshot of dispatch statistics per strategy and per operation."""
-        recorders = self.adapter.recorders
-        ops = sorted({op for op, _ in recorders})
+        recorders = list(self.adapter.recorders.items())  # one copy: metrics scrapes read from other threads
+        ops = sorted({op for (op, _), _r in recorders})
         return ServerStats(
-            tuple(merge(s.name, [r for (_, st), r in recorders.items() if st is s], s.stats)
-                  for s in self.adapter.registry),
-            tuple(merge(op, [r for (o, _), r in recorders.items() if o == op]) for op in ops),
+            tuple(merge(s.name, [r for (_, st), r in recorders if st is s], s.stats)
+                  for s in list(self.adapter.registry)),
+            tuple(merge(op, [r for (o, _), r in recorders if o == op]) for op in ops),
             len(self.connections),
             self.load.tls_refused,
         )
