@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omniORB import CORBA
@@ -273,3 +274,15 @@ async def _until(condition: object, timeout: float = 5.0) -> None:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
 
+
+
+def test_the_pytest_fixtures_serve_and_call_over_tls(pyorb_server: Any, pyorb_pki: TestPKI, pyorb_loop: Any) -> None:
+    from pyorb.testing.plugin import SyncClient
+
+    running = pyorb_server(Echo, tls=pyorb_pki.server_context())
+    assert running.port == 0 and running.server.tls is not None  # TLS only: the IOR names the TLS port
+    sync = SyncClient(pyorb_loop, tls=pyorb_pki.client_context())
+    try:
+        assert sync.resolve(running.ior, Bench.Echo).ping(3) == 3
+    finally:
+        sync.close()

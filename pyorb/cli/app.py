@@ -222,16 +222,31 @@ def serve_cmd(
     key: Optional[str] = typer.Option(None, "--key", help="Object key (default: the class name)."),
     ior_file: Optional[Path] = typer.Option(None, "--ior-file", help="Also write the IOR to this file."),
     stdin_eof: bool = typer.Option(False, "--stop-on-stdin-eof", help="Also stop when stdin closes."),
+    tls_cert: Optional[Path] = typer.Option(None, "--tls-cert", help="Serve TLS with this PEM certificate (chain); "
+                                            "without --tls-endpoint every endpoint is TLS only.",
+                                            exists=True, dir_okay=False),
+    tls_key: Optional[Path] = typer.Option(None, "--tls-key", help="Its PEM private key (default: in --tls-cert).",
+                                           exists=True, dir_okay=False),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help="Verify client certificates against this PEM CA.",
+                                          exists=True, dir_okay=False),
+    tls_require_client_cert: bool = typer.Option(False, "--tls-require-client-cert",
+                                                 help="Refuse TLS clients without a certificate (mutual TLS)."),
+    tls_endpoint: list[str] = typer.Option([], "--tls-endpoint", help="A TLS endpoint HOST:PORT beside the plain "
+                                           "ones (repeatable)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", metavar="HOST:PORT",
+                                          help="Serve Prometheus metrics at http://HOST:PORT/metrics."),
 ) -> None:
     """Serve MODULE:SERVANT; print its IOR and corbaloc; stop on SIGINT/SIGTERM.
 
     SIGUSR1 prints the server's dispatch statistics to stderr, as does the exit.
+    A TLS-only server prints its IOR on both lines (a corbaloc URL cannot say TLS).
     """
     from pyorb.cli import serve
     from pyorb.servers import runner
 
     opts = serve.ServeOptions(target, tuple(idl), tuple(include), model, host, port, key, ior_file, stdin_eof,
-                              tuple(publish), tuple(endpoint))
+                              tuple(publish), tuple(endpoint), tls_cert, tls_key, tls_ca, tls_require_client_cert,
+                              tuple(tls_endpoint), metrics)
     code = runner.run(lambda: serve.serve(opts))
     if code:
         raise typer.Exit(code)

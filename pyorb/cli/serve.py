@@ -32,6 +32,12 @@ class ServeOptions:
     stop_on_stdin_eof: bool
     publish: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_require_client_cert: bool = False
+    tls_endpoint: tuple[str, ...] = ()
+    metrics: str | None = None
 
 
 def servant_class(target: str) -> type:
@@ -100,13 +106,17 @@ async def serve(opts: ServeOptions) -> int:
         pyorb.load_idl(path, opts.include_dirs)
     servant = servant_class(opts.target)()
     server = pyorb.Server(opts.host, opts.port, strategy=strategy(opts.model), publish=list(opts.publish) or None,
-                          endpoints=runner.endpoints_option(opts.endpoints) or None)
+                          endpoints=runner.endpoints_option(opts.endpoints) or None, **runner.security_options(opts))
     await server.start()
+    exporter = None
     try:
         key = server.activate(servant, opts.key or type(servant).__name__)
-        runner.announce(server.ior(key), server.corbaloc(key), opts.ior_file)
+        runner.announce(*runner.reference_lines(server, key), opts.ior_file)
+        exporter = runner.start_metrics(server, opts.metrics, "pyorb serve")
         await runner.wait_for_stop(opts.stop_on_stdin_eof, lambda: _print_stats(server))
     finally:
+        if exporter is not None:
+            exporter.close()
         await server.close(grace=runner.DRAIN_GRACE_S)
         runner.exiting()
     _print_stats(server)

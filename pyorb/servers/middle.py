@@ -31,6 +31,7 @@ from pyorb.servers.models import Model, model_names, resolve_model
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Model]:
     parser = runner.OneLineParser(prog="middle", description=__doc__.split("\n")[0])
     runner.add_server_options(parser, "Middle")
+    runner.add_security_options(parser)
     parser.add_argument("--sink", required=True, help="IOR or corbaloc URL of the sink")
     parser.add_argument("--model", default="amh", help=f"threading model (default amh): {model_names()}")
     parser.add_argument("--workers", type=int, default=1, help="processes accepting on the port (AMH-n)")
@@ -127,9 +128,10 @@ async def serve(ns: argparse.Namespace, model: Model) -> int:
     server = await runner.start_server("middle", ns, model.strategy)
     if server is None:
         return 1
-    async with pyorb.Client(config) as client:
+    tls = runner.client_tls(ns)
+    async with pyorb.Client(config, tls=tls) as client:
         await _connect(client, ns.sink)
-        with BlockingClient(config) as blocking:
+        with BlockingClient(config, tls=tls) as blocking:
             servant = make_servant(model, client.resolve(ns.sink, sink_iface), blocking.resolve(ns.sink, sink_iface),
                                    asyncio.get_running_loop())
             await runner.serve_until_stopped(server, servant, ns, f"middle {model.name}")

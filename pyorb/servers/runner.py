@@ -1,7 +1,7 @@
 """What the papers' servers share: options, lifetime, statistics, worker processes.
 
 A server prints its IOR on the first stdout line and its corbaloc URL on the
-second, then serves until SIGTERM/SIGINT or until its stdin reaches end of
+second (the IOR again if it takes TLS connections only), then serves until SIGTERM/SIGINT or until its stdin reaches end of
 file (so that a driver that dies takes its servers with it).  SIGUSR1 prints
 the dispatch statistics to stderr; they are printed again on exit.
 """
@@ -42,6 +42,65 @@ def add_server_options(parser: argparse.ArgumentParser, key: str) -> None:
     parser.add_argument("--key", default=key, help=f"object key (default {key})")
     parser.add_argument("--ior-file", type=Path, help="also write the IOR to this file")
     parser.add_argument("--no-stdin-watch", action="store_true", help="do not stop at stdin end of file")
+
+
+def add_security_options(parser: argparse.ArgumentParser) -> None:
+    """TLS and metrics options of pyorb's own servers (the omniORBpy baselines have no SSL transport)."""
+    group = parser.add_argument_group("TLS and metrics")
+    group.add_argument("--tls-cert", type=Path, metavar="PEM",
+                       help="serve TLS with this certificate (chain); without --tls-endpoint every endpoint is TLS only")
+    group.add_argument("--tls-key", type=Path, metavar="PEM", help="its private key (default: in --tls-cert)")
+    group.add_argument("--tls-ca", type=Path, metavar="PEM",
+                       help="verify client certificates against this CA (and servers, for the server's own calls)")
+    group.add_argument("--tls-require-client-cert", action="store_true", help="refuse clients without a certificate")
+    group.add_argument("--tls-endpoint", action="append", default=[], metavar="HOST:PORT",
+                       help="a TLS endpoint beside the plain ones (repeatable)")
+    group.add_argument("--metrics", metavar="HOST:PORT",
+                       help="serve Prometheus metrics at http://HOST:PORT/metrics")
+
+
+def security_options(ns: Any) -> dict[str, Any]:
+    """``pyorb.Server`` keyword arguments for the TLS options (ValueError if inconsistent, OSError if unreadable)."""
+    if getattr(ns, "tls_cert", None) is None:
+        given = [name for name in ("tls_key", "tls_ca", "tls_require_client_cert", "tls_endpoint")
+                 if getattr(ns, name, None)]
+        if given:
+            raise ValueError(f"--{given[0].replace('_', '-')} needs --tls-cert")
+        return {}
+    from pyorb import tls
+
+    context = tls.server_context(ns.tls_cert, ns.tls_key, ca=ns.tls_ca, require_client_cert=ns.tls_require_client_cert)
+    return {"tls": context, "tls_endpoints": endpoints_option(ns.tls_endpoint) or None}
+
+
+def client_tls(ns: Any) -> Any:
+    """The TLS context of a server's own client (the middle tier's calls): its CA and certificate, or None."""
+    if getattr(ns, "tls_ca", None) is None and getattr(ns, "tls_cert", None) is None:
+        return None
+    from pyorb import tls
+
+    return tls.client_context(ns.tls_ca, cert=ns.tls_cert, key=ns.tls_key)
+
+
+def reference_lines(server: Any, key: bytes) -> tuple[str, str]:
+    """What a server prints: its IOR, and its corbaloc URL, or the IOR again
+    for a TLS-only server (a corbaloc ``iiop`` address cannot say TLS)."""
+    ior = server.ior(key)
+    tls = getattr(server, "tls", None)
+    return ior, ior if tls is not None and tls.requires_tls else server.corbaloc(key)
+
+
+def start_metrics(server: Any, address: str | None, prog: str) -> Any:
+    """A Prometheus endpoint for ``server`` at ``address`` (HOST:PORT), or None without one."""
+    if not address:
+        return None
+    from pyorb.server.metrics import serve_metrics
+    from pyorb.server.server import parse_address
+
+    host, port = parse_address(address, 0, bind=True)
+    exporter = serve_metrics(server, port, host or "0.0.0.0")
+    print(f"{prog}: metrics at {exporter.url}", file=sys.stderr, flush=True)
+    return exporter
 
 
 def endpoints_option(entries: Sequence[str]) -> list[tuple[str, int]]:
@@ -121,8 +180,9 @@ async def start_server(prog: str, ns: argparse.Namespace, strategy: str) -> Any:
 
     try:
         server = pyorb.Server(ns.host, ns.port, strategy=strategy, reuse_port=ns.reuse_port,
-                              endpoints=endpoints_option(ns.endpoint) or None, publish=ns.publish or None)
-    except ValueError as exc:
+                              endpoints=endpoints_option(ns.endpoint) or None, publish=ns.publish or None,
+                              **security_options(ns))
+    except (ValueError, OSError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return None
     try:
@@ -135,11 +195,15 @@ async def start_server(prog: str, ns: argparse.Namespace, strategy: str) -> Any:
 
 async def serve_until_stopped(server: Any, servant: Any, ns: argparse.Namespace, title: str) -> None:
     """Activate ``servant``, announce it, serve until told to stop, drain, print the statistics."""
+    exporter = None
     try:
         key = server.activate(servant, ns.key)
-        announce(server.ior(key), server.corbaloc(key), ns.ior_file)
+        announce(*reference_lines(server, key), ns.ior_file)
+        exporter = start_metrics(server, getattr(ns, "metrics", None), title.split()[0])
         await wait_for_stop(not ns.no_stdin_watch, lambda: print_stats(server.stats(), title))
     finally:
+        if exporter is not None:
+            exporter.close()
         await server.close(grace=DRAIN_GRACE_S)
         exiting()
         print_stats(server.stats(), title)
@@ -183,10 +247,11 @@ def run_workers(argv: Sequence[str], module: str, host: str, port: int, workers:
     Prints the (identical) IOR and corbaloc of the workers, then waits for a
     stop and stops them.
     """
-    if _option(argv, "--endpoint") is not None:
-        print(f"{module}: --endpoint cannot be shared by several worker processes; use --host and --port",
-              file=sys.stderr)
-        return 2
+    for unshared in ("--endpoint", "--tls-endpoint", "--metrics"):
+        if _option(argv, unshared) is not None:
+            print(f"{module}: {unshared} cannot be shared by several worker processes; use --host and --port",
+                  file=sys.stderr)
+            return 2
     args = [a for a in _without(argv, "--workers", "--port", "--ior-file") if a != "--no-stdin-watch"]
     policy = WorkerPolicy(grace=SHUTDOWN_GRACE_S)
     with Supervisor([sys.executable, "-m", module, *args], workers, host, port, policy) as supervisor:

@@ -23,6 +23,7 @@ from pyorb.servers.workload import Demand, spin
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Model, Demand]:
     parser = runner.OneLineParser(prog="sink", description=__doc__.split("\n")[0])
     runner.add_server_options(parser, "Sink")
+    runner.add_security_options(parser)
     parser.add_argument("--model", default="amh", help=f"threading model (default amh): {model_names()}")
     parser.add_argument("--workers", type=int, default=1, help="processes accepting on the port (AMH-n)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each call waits (default 0)")

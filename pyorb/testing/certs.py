@@ -141,8 +141,9 @@ def _issue(out: Path, stem: str, common_name: str, names: list[Any] | None, ca_k
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(not_before - datetime.timedelta(minutes=5)).not_valid_after(not_after)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server
-                                                     else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+               # A service's certificate also identifies it when it calls others (a middle tier).
+               .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                                                    if server else [ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                               critical=False))
     if names:

@@ -88,6 +88,8 @@ class ServerProcess:
 
         profile = IOR.from_string(self.ior).iiop
         assert profile is not None
+        if profile.port == 0:
+            raise ValueError("this server takes TLS connections only, which a corbaloc URL cannot name: use .ior")
         return to_corbaloc(profile.host, profile.port, profile.object_key)
 
     @property

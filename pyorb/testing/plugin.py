@@ -9,7 +9,11 @@ available to any test suite without a conftest:
 * ``pyorb_async_server`` (async, with pytest-asyncio): the same on the
   test's own event loop; ``pyorb_client``: a ``pyorb.Client`` on that loop.
 * ``pyorb_sync_client``: a blocking client for synchronous tests,
-  ``.resolve(ref, Iface)`` giving proxies whose calls block.
+  ``.resolve(ref, Iface)`` giving proxies whose calls block
+  (``SyncClient(pyorb_loop, tls=...)`` makes one with client options).
+* ``pyorb_pki``: test certificates made once per session, for
+  ``pyorb_server(servant, tls=pyorb_pki.server_context())`` and clients'
+  ``tls=pyorb_pki.client_context()``.
 * ``pyorb_sink(delay, model=None)``: ``python -m pyorb.servers.sink`` in a
   subprocess; ``pyorb_server_process(argv)`` any server program that prints
   its IOR (and corbaloc) on stdout.
@@ -33,6 +37,7 @@ from pyorb.testing.kit import NameServer, PeerProcessError, RunningServer, Serve
 
 if TYPE_CHECKING:
     from pyorb.client.client import Client
+    from pyorb.testing.certs import TestPKI
     from pyorb.testing.loop import LoopThread, SyncProxy
 
 __all__ = [
@@ -45,6 +50,7 @@ __all__ = [
     "omni_names",
     "omni_server",
     "pyorb_loop",
+    "pyorb_pki",
     "pyorb_server",
     "pyorb_server_process",
     "pyorb_sink",
@@ -92,12 +98,12 @@ def pyorb_server(pyorb_loop: LoopThread) -> Iterator[ServerFactory]:
 class SyncClient:
     """A pyorb client driven from blocking code through a :class:`LoopThread`."""
 
-    def __init__(self, runner: LoopThread, timeout: float = 30.0) -> None:
+    def __init__(self, runner: LoopThread, timeout: float = 30.0, **client_options: Any) -> None:
         from pyorb.client.client import Client
 
         self.runner = runner
         self.timeout = timeout
-        self.client = Client()
+        self.client = Client(**client_options)  # e.g. tls=, interceptors=
 
     def resolve(self, ref: Any, interface: type | None = None) -> SyncProxy:
         """A blocking proxy: ``sync.resolve(ior, Bench.Echo).ping(1)`` returns 1."""
@@ -119,6 +125,16 @@ def pyorb_sync_client(pyorb_loop: LoopThread) -> Iterator[SyncClient]:
     sync = SyncClient(pyorb_loop)
     yield sync
     sync.close()
+
+
+@pytest.fixture(scope="session")
+def pyorb_pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
+    """A throwaway PKI made once per session (:func:`pyorb.testing.certs.make_pki`):
+    ``.server_context()`` for ``pyorb_server(servant, tls=...)``,
+    ``.client_context(identity=...)`` for clients; needs ``cryptography``."""
+    from pyorb.testing.certs import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pyorb-pki"))
 
 
 # -- servers in subprocesses ---------------------------------------------------------
