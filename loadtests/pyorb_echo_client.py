@@ -29,6 +29,7 @@ IDL = ROOT / "idl" / "bench.idl"
 sys.path.insert(0, str(ROOT))
 
 import pyorb
+import pyorb.tls
 from omniORB import CORBA  # noqa: E402  (needs the path set above)
 
 
@@ -42,6 +43,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=float, default=1.0, metavar="S")
     p.add_argument("--timeout", type=positive(float), default=5.0,
                    help="per-call timeout in seconds (default 5)")
+    p.add_argument("--tls-ca", type=Path, metavar="PEM",
+                   help="verify a TLS server against this CA (IORs that offer TLS are called over TLS)")
     p.add_argument("--pipelined", action="store_true",
                    help="same as the default: N outstanding AMI calls on "
                         "one connection")
@@ -96,7 +99,8 @@ async def run_load(ns: argparse.Namespace, echo: Any) -> dict[str, Any]:
 async def run(ns: argparse.Namespace) -> int:
     """Connect with one call, run the load, print the JSON line."""
     idl = pyorb.load_idl(IDL)
-    async with pyorb.Client() as client:
+    tls = pyorb.tls.client_context(ns.tls_ca) if ns.tls_ca else None
+    async with pyorb.Client(tls=tls) as client:
         echo = client.resolve(ns.ior, idl.Bench.Echo)
         if not await ping_once(echo, ns.timeout):
             # Nothing to measure; still one JSON line for the driver.

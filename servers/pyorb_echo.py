@@ -28,6 +28,7 @@ IDL = ROOT / "idl" / "bench.idl"
 sys.path.insert(0, str(ROOT))
 
 import pyorb  # noqa: E402  (needs the path set above)
+import pyorb.tls  # noqa: E402
 
 SERVANTS = ("sync", "coroutine", "amh")
 # Hard limit on a clean close (pending replies, open connections) at exit.
@@ -46,6 +47,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "on the loop), async def, or AMH (default sync)")
     parser.add_argument("--no-stdin-watch", action="store_true",
                         help="do not stop at stdin EOF (for manual runs)")
+    parser.add_argument("--tls-cert", type=Path, metavar="PEM",
+                        help="serve TLS only, with this certificate (and key, unless --tls-key)")
+    parser.add_argument("--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert")
     ns = parser.parse_args(argv)
     if not 0 <= ns.port <= 65535:
         parser.error("--port must be in 0..65535")
@@ -119,8 +123,9 @@ async def serve(ns: argparse.Namespace) -> int:
     idl = pyorb.load_idl(IDL)
     stop = asyncio.Event()
     install_stoppers(stop, not ns.no_stdin_watch)
-    server = pyorb.Server(host=ns.host, port=ns.port)
     try:
+        tls = pyorb.tls.server_context(ns.tls_cert, ns.tls_key) if ns.tls_cert else None
+        server = pyorb.Server(host=ns.host, port=ns.port, tls=tls)
         await server.start()
     except OSError as exc:
         print(f"pyorb_echo: cannot listen on {ns.host}:{ns.port}: {exc}",

@@ -158,6 +158,15 @@ def call_cmd(
                                             "no type id (corbaloc) or to call through another interface."),
     timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Seconds to wait for the reply."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    tls_ca: Optional[Path] = typer.Option(None, "--tls-ca", help="Verify TLS servers against this PEM CA "
+                                          "(objects whose IOR offers TLS are called over TLS).",
+                                          exists=True, dir_okay=False),
+    tls_cert: Optional[Path] = typer.Option(None, "--tls-cert", help="Client certificate (PEM) for mutual TLS.",
+                                            exists=True, dir_okay=False),
+    tls_key: Optional[Path] = typer.Option(None, "--tls-key", help="Its private key (default: in --tls-cert).",
+                                           exists=True, dir_okay=False),
+    token: Optional[str] = typer.Option(None, "--token", envvar="PYORB_TOKEN",
+                                        help="Bearer token to send (pyorb.interceptors.auth); also $PYORB_TOKEN."),
 ) -> None:
     """Invoke OPERATION on REF with ARGS and print its result.
 
@@ -170,7 +179,8 @@ def call_cmd(
 
     text = call.reference(_reference_text(ref), timeout)
     iface, op, values = call.prepare(parse_reference(text), operation, args or [], idl, include, interface)
-    results = call.results(op, call.run(text, iface, op, values, timeout))
+    options = call.client_options(tls_ca, tls_cert, tls_key, token)
+    results = call.results(op, call.run(text, iface, op, values, timeout, **options))
     if results or as_json or op.oneway:  # a void operation that returned prints nothing
         print(call.format_results(op, results, as_json))
 

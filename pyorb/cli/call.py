@@ -271,20 +271,22 @@ async def _resolve_corbaname(url: str, timeout: float) -> str:
         return str(await resolve_corbaname(client, url))
 
 
-async def invoke(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float) -> Any:
-    """Call ``op`` on ``ref`` and return its result (exceptions propagate)."""
+async def invoke(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float,
+                 **client_options: Any) -> Any:
+    """Call ``op`` on ``ref`` and return its result (exceptions propagate).
+    ``client_options`` go to the client (``tls=``, ``interceptors=``)."""
     from pyorb.client.client import Client
 
-    async with Client(_config(timeout)) as client:
+    async with Client(_config(timeout), **client_options) as client:
         proxy = client.resolve(ref, interface)
         return await getattr(proxy, op.attr)(*args)
 
 
-def run(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float) -> Any:
+def run(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float, **client_options: Any) -> Any:
     """:func:`invoke` on a fresh event loop, with its exceptions turned into one line."""
     ior = parse_reference(ref)
     try:
-        return asyncio.run(invoke(ref, interface, op, args, timeout))
+        return asyncio.run(invoke(ref, interface, op, args, timeout, **client_options))
     except CORBA.UserException as exc:
         raise CallError(describe_user_exception(exc, op)) from None
     except CORBA.SystemException as exc:
@@ -352,3 +354,20 @@ def minor_name(exception: str, minor: int) -> str:
         if value == minor and name.startswith(exception + "_") and isinstance(value, int) and minor > 0xFFFF:
             return str(name)
     return f"0x{minor:08x}" if minor > 0xFFFF else str(minor)
+
+
+def client_options(tls_ca: Path | None, tls_cert: Path | None, tls_key: Path | None, token: str | None) -> dict[str, Any]:
+    """Client keyword arguments for ``pyorb call``'s TLS and token options."""
+    options: dict[str, Any] = {}
+    if tls_ca is not None or tls_cert is not None:
+        from pyorb import tls
+
+        try:
+            options["tls"] = tls.client_context(tls_ca, cert=tls_cert, key=tls_key)
+        except (OSError, ValueError) as exc:
+            raise CallError(f"cannot use the TLS files: {exc}") from None
+    if token is not None:
+        from pyorb.interceptors.auth import BearerToken
+
+        options["interceptors"] = [BearerToken(token)]
+    return options

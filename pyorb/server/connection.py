@@ -119,7 +119,9 @@ class ServerConnection(GIOPProtocol):
             log.warning("client %s reported a MessageError; closing", self.peer)
             self.close()
 
-    def _request(self, req: Request) -> None:
+    def _request(self, req: Request, info: ServerRequestInfo | None = None) -> None:
+        """Decode a request and hand it to its strategy; ``info``: the server's
+        interceptors admitted it (they run first, and may call this again later)."""
         if req.addressing_disposition:
             self._needs_addressing_mode(req)
             return
@@ -135,14 +137,9 @@ class ServerConnection(GIOPProtocol):
         if route is None:
             self._builtin_or_missing(req, found.info)
             return
-        if self.interceptors:
+        if self.interceptors and info is None:
             self._intercept(req, found, route)
             return
-        self._start(req, found, route, None)
-
-    def _start(self, req: Request, found: Binding, route: Route, info: ServerRequestInfo | None) -> None:
-        """Unmarshal the arguments and hand the call to the route's strategy."""
-        core = self.core
         entry = route.entry
         op = entry.op
         wide11 = False
@@ -201,12 +198,12 @@ class ServerConnection(GIOPProtocol):
                 return
             if pending is not None and inspect.isawaitable(pending):
                 self.load.started(self)  # counted while it waits: the limits bound these too
-                context.run(self.loop.create_task, self._intercept_async(req, found, route, info, pending, ran))
+                context.run(self.loop.create_task, self._intercept_async(req, route, info, pending, ran))
                 return
-        context.run(self._start, req, found, route, info)
+        context.run(self._request, req, info)
 
     async def _intercept_async(
-        self, req: Request, found: Binding, route: Route, info: ServerRequestInfo, pending: Any, ran: int
+        self, req: Request, route: Route, info: ServerRequestInfo, pending: Any, ran: int
     ) -> None:
         try:
             try:
@@ -225,7 +222,7 @@ class ServerConnection(GIOPProtocol):
         finally:
             self.load.finished(self)
         if self.is_open and not self.draining:
-            self._start(req, found, route, info)
+            self._request(req, info)
 
     def _refused(self, req: Request, route: Route, info: ServerRequestInfo, exc: BaseException, ran: int) -> None:
         """An interceptor raised in receive_request: the client gets its system exception, or UNKNOWN."""
