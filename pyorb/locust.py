@@ -129,6 +129,9 @@ class CorbaUser(User):
     (``"Module::Interface"``) together with ``idl``, the IDL file to load;
     with ``idl`` alone the IOR's type id picks the interface.  ``config``
     sets timeouts and limits (see :func:`config_from_env`).
+    ``client_options`` go to each user's :class:`BlockingClient`: ``tls``
+    (an ``ssl.SSLContext`` for servers whose IORs offer TLS) and
+    ``interceptors`` (e.g. ``[BearerToken("...")]``).
 
     Each user has its own connection; users run closed-loop (no wait
     between tasks) unless ``wait_time`` says otherwise.  A subclass that
@@ -140,6 +143,7 @@ class CorbaUser(User):
     interface: ClassVar[type | str | None] = None
     idl: ClassVar[str | os.PathLike[str] | None] = None
     config: ClassVar[Config] = DEFAULT_CONFIG
+    client_options: ClassVar[Mapping[str, Any]] = {}
     _stub: ClassVar[type | None] = None
 
     def __init__(self, environment: Environment) -> None:
@@ -149,7 +153,7 @@ class CorbaUser(User):
         problem = _reference_problem(self.host)
         if problem:
             _stop(environment, problem)
-        self.orb = BlockingClient(self.config)
+        self.orb = BlockingClient(self.config, **self.client_options)
         proxy = self.orb.resolve(self.host, self._stub)
         self.client = CorbaClient(proxy, environment, self.context)
 
