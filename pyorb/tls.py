@@ -67,6 +67,13 @@ def client_context(
     return context
 
 
+def client_option(tls: object) -> ssl.SSLContext | bool | None:
+    """A client's ``tls=`` argument, checked: an SSLContext, False (never TLS) or None (the system's authorities)."""
+    if tls is None or isinstance(tls, (bool, ssl.SSLContext)):
+        return tls
+    raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
+
+
 def describe_certificate(cert: dict[str, Any] | None) -> str:
     """A short name for a verified peer certificate (its subject's common name), or ''."""
     if not cert:

@@ -32,15 +32,10 @@ from pyorb.giop.ior import (
 from pyorb.testing.certs import TestPKI, make_pki
 
 Bench = pyorb.load_idl("idl/bench.idl").Bench
-import Bench__POA  # noqa: E402  (made by load_idl)
+from tests.interop.servants import BenchEcho  # noqa: E402
 
 
-class Echo(Bench__POA.Echo):  # type: ignore[misc]
-    def ping(self, stamp: int) -> int:
-        return stamp
-
-    def notify(self, stamp: int) -> None:
-        pass
+Echo = BenchEcho
 
 
 @pytest.fixture(scope="module")

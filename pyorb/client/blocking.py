@@ -53,7 +53,7 @@ from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, Messa
 from pyorb.interceptors import ClientInterceptor
 from pyorb.interceptors import check as check_interceptors
 from pyorb.marshal import Operation, ensure_orb
-from pyorb.tls import client_context, tls_reason
+from pyorb.tls import client_context, client_option, tls_reason
 
 log = logging.getLogger(__name__)
 
@@ -254,10 +254,8 @@ class BlockingClient:
         self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
         interceptors: Sequence[ClientInterceptor] = (),
     ) -> None:
-        if not (tls is None or isinstance(tls, (bool, ssl.SSLContext))):
-            raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
         self.config = config
-        self._tls = tls
+        self._tls = client_option(tls)
         self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
         self.value_bounds = config.value_bounds()
         self._conns: dict[Endpoint, BlockingConnection] = {}

@@ -18,7 +18,7 @@ from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_int
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.interceptors import ClientInterceptor
 from pyorb.interceptors import check as check_interceptors
-from pyorb.tls import client_context, tls_reason
+from pyorb.tls import client_context, client_option, tls_reason
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
 
@@ -49,10 +49,8 @@ class Client:
         self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
         interceptors: Sequence[ClientInterceptor] = (),
     ) -> None:
-        if not (tls is None or isinstance(tls, (bool, ssl.SSLContext))):
-            raise TypeError(f"tls must be an ssl.SSLContext, False or None, not {type(tls).__name__}")
         self.config = config
-        self._tls = tls
+        self._tls = client_option(tls)
         self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
         self._conns: dict[Endpoint, ClientConnection] = {}
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}

@@ -217,3 +217,17 @@ class TypesSync(_Echoes, Interop__POA.Types):
 
     def last_oneway(self) -> str:
         return self.last
+
+
+Bench = pyorb.load_idl("idl/bench.idl").Bench
+import Bench__POA  # noqa: E402  (made by load_idl)
+
+
+class BenchEcho(Bench__POA.Echo):  # type: ignore[misc]
+    """Bench::Echo: ping returns its stamp (the echo benchmark's servant)."""
+
+    def ping(self, stamp: int) -> int:
+        return stamp
+
+    def notify(self, stamp: int) -> None:
+        pass

@@ -21,19 +21,15 @@ import pyorb
 from pyorb.giop.ior import IOR
 from pyorb.testing import LoopThread
 from pyorb.testing.certs import TestPKI, make_pki
+from pyorb.testing.kit import ServerProcess
 from tests.peers.omnicxx import build as omnicxx
 
 pytestmark = pytest.mark.interop
 Bench = pyorb.load_idl(Path(__file__).resolve().parents[2] / "idl" / "bench.idl").Bench
-import Bench__POA  # noqa: E402  (made by load_idl)
+from tests.interop.servants import BenchEcho  # noqa: E402
 
 
-class Echo(Bench__POA.Echo):  # type: ignore[misc]
-    def ping(self, stamp: int) -> int:
-        return stamp
-
-    def notify(self, stamp: int) -> None:
-        pass
+Echo = BenchEcho
 
 
 @pytest.fixture(scope="module")
@@ -129,23 +125,11 @@ def omniorb_tls_server(request: pytest.FixtureRequest, programs: dict[str, Path]
             "--key", str(pki.server.bundle)]
     if request.param == "required":
         argv.append("--require-client-cert")
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = ServerProcess(argv, lines=1)  # the IOR; stops at stdin end of file
     try:
-        assert proc.stdout is not None
-        ior = proc.stdout.readline().strip()
-        assert ior.startswith("IOR:"), proc.stderr.read() if proc.stderr else ""
-        yield ior, request.param
+        yield server.ior, request.param
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()  # EOF: the server shuts down
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        server.stop()
 
 
 def test_pyorb_client_calls_an_omniorb_tls_server(omniorb_tls_server: tuple[str, str], pki: TestPKI) -> None:
