@@ -2,21 +2,28 @@
 
 A virtualenv used without activation (its python run by path from systemd, a
 container or cron) has no bin/ on PATH.  These run pyorb's own interpreter
-with PATH=/usr/bin:/bin, so that `omniidl` and `omnicpp` are not found there.
+with a PATH that holds only a shell, so that no `omniidl` or `omnicpp` is
+found there (not even Debian's C++ omniidl in /usr/bin, which the TLS
+interoperability tests install).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BARE_PATH = "/usr/bin:/bin"
+_BARE = Path(tempfile.mkdtemp(prefix="pyorb-bare-path-"))
+(_BARE / "sh").symlink_to("/bin/sh")
+atexit.register(shutil.rmtree, _BARE, True)
+BARE_PATH = str(_BARE)
 
 
 def run_bare(code: str, *args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
