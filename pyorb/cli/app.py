@@ -143,6 +143,38 @@ def _reference_text(ref: str) -> str:
     return ref.strip()
 
 
+# -- group -----------------------------------------------------------------------
+
+
+@app.command("group")
+def group_cmd(
+    refs: list[str] = typer.Argument(..., metavar="MEMBER...", help="The replicas' references: IOR:..., "
+                                     "corbaloc:..., corbaname:... or @FILE."),
+    domain: str = typer.Option("pyorb", "--domain", help="The group's FT domain id."),
+    group_id: Optional[int] = typer.Option(None, "--id", min=0, max=2**64 - 1,
+                                           help="The group's id (default: kept from --bind's binding, else random)."),
+    version: int = typer.Option(1, "--version", min=1, max=2**32 - 1,
+                                help="Membership version (raised past a bound group's own)."),
+    bind: Optional[str] = typer.Option(None, "--bind", metavar="NAME",
+                                       help="Also bind the group in the naming service under NAME (a/b.kind)."),
+    naming: Optional[str] = typer.Option(None, "--naming", metavar="REF",
+                                         help="The naming service for --bind: corbaloc or corbaname."),
+    ior_file: Optional[Path] = typer.Option(None, "--ior-file", help="Also write the group reference here."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.001, help="Seconds to wait for a naming service."),
+) -> None:
+    """Make one object group reference of several replicas and print it.
+
+    pyorb clients spread calls over the members and fail over between them;
+    other ORBs call the first member and fail over to the others' addresses.
+    """
+    from pyorb.cli import group
+
+    text = group.make([_reference_text(r) for r in refs], domain, group_id, version, bind, naming, timeout)
+    if ior_file is not None:
+        ior_file.write_text(text + "\n")
+    print(text)
+
+
 # -- call / ops ------------------------------------------------------------------
 
 

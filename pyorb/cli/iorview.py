@@ -14,6 +14,7 @@ COMPONENT_TAGS = {
     2: "TAG_POLICIES",
     iors.TAG_ALTERNATE_IIOP_ADDRESS: "TAG_ALTERNATE_IIOP_ADDRESS",
     iors.TAG_SSL_SEC_TRANS: "TAG_SSL_SEC_TRANS",
+    iors.TAG_FT_GROUP: "TAG_FT_GROUP",
     33: "TAG_CSI_SEC_MECH_LIST",
 }
 ORB_TYPES = {iors.ORB_TYPE_OMNIORB: "omniORB", 0x54414F00: "TAO", 0x4A414300: "JacORB"}
@@ -78,6 +79,9 @@ def _component_value(c: iors.TaggedComponent) -> dict[str, Any]:
         return {"tls": f"port {offer.port}, {'required' if offer.requires_tls else 'offered'}"
                        f"{', client certificate required' if offer.requires_client_certificate else ''} "
                        f"(supports 0x{offer.target_supports:04x}, requires 0x{offer.target_requires:04x})"}
+    if c.tag == iors.TAG_FT_GROUP:
+        group = iors.GroupComponent.decode(c.data)
+        return {"group": f"domain {group.domain!r}, id {group.group_id}, version {group.version}"}
     return {"data": c.data.hex()}
 
 
@@ -120,7 +124,7 @@ def _component_rows(comp: dict[str, Any]) -> list[tuple[str, str]]:
         return [(f"  {tag} {kind}", _code_set_text(comp[kind])) for kind in ("char", "wchar")]
     if "malformed" in comp:
         return [(f"  {tag}", f"malformed ({comp['malformed']}): {comp['data']}")]
-    value = comp.get("orb_type") or comp.get("address") or comp.get("tls") or comp.get("data", "")
+    value = comp.get("orb_type") or comp.get("address") or comp.get("tls") or comp.get("group") or comp.get("data", "")
     return [(f"  {tag}", value)]
 
 

@@ -28,6 +28,7 @@ from pyorb.giop.ior import (
     IOR,
     CodeSetIncompatible,
     CodeSetsInfo,
+    GroupComponent,
     IIOPProfile,
     ORB_TYPE_OMNIORB,
     code_set_name,
@@ -343,6 +344,16 @@ class Endpoint(NamedTuple):
     tls: bool = False
 
 
+class GroupRoutes(NamedTuple):
+    """An object group as a client reaches it: one route per member."""
+
+    key: tuple[str, int]
+    """(FT domain, group id): the group's identity, whatever reference named it."""
+    version: int
+    """The reference's membership version: a newer one replaces what the client knew."""
+    members: tuple[Route, ...]
+
+
 class Route(NamedTuple):
     """Where calls to one object go, and where else to try if that endpoint
     cannot be reached (``fallbacks``, in order)."""
@@ -355,6 +366,8 @@ class Route(NamedTuple):
     """The profile's TAG_CODE_SETS (None without one, or if it is malformed)."""
     orb_type: int | None = None
     """The profile's TAG_ORB_TYPE (None without one, or if it is malformed)."""
+    group: GroupRoutes | None = None
+    """For an object group's reference: its members, among which the client picks per call."""
 
     def next(self) -> Route | None:
         """The route to try once this one's endpoint refused or did not answer."""
@@ -375,33 +388,59 @@ def route_for(target: IOR, highest: Version, tls: bool = True) -> Route | None:
     A profile that offers TLS (TAG_SSL_SEC_TRANS) is reached over TLS on its
     TLS port, at each of its hosts, and never in clear: a failed handshake
     does not fall back to plain text.  ``tls`` False ignores TLS offers, so
-    TLS-only profiles give no route."""
-    routes: list[Route] = []
+    TLS-only profiles give no route.
+
+    An object group's reference (TAG_FT_GROUP) gives a route whose
+    :attr:`Route.group` lists one route per member (profile), each with its
+    own alternates as fallbacks; the client picks a member per call."""
+    members: list[tuple[Route, ...]] = []
+    group: GroupComponent | None = None
     for profile in target.profiles:
         if not isinstance(profile, IIOPProfile):
             continue
-        version: Version = min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[assignment]
-        try:
-            code_sets = profile.code_sets
-        except ProtocolError:
-            code_sets = None  # as if absent: the component is advice
-        try:
-            orb_type = profile.orb_type
-        except ProtocolError:
-            orb_type = None
-        try:
-            offer = profile.ssl
-        except ProtocolError:
-            offer = None  # unreadable: treated as absent, and a port-0 profile then gives no route
-        addresses = ((profile.host, profile.port), *profile.alternate_addresses)
-        if offer is not None and tls:
-            endpoints = [Endpoint(host, offer.port, True) for host, _ in addresses]
-        else:
-            endpoints = [Endpoint(host, port) for host, port in addresses if port != 0]
-        for endpoint in endpoints:
-            route = Route(endpoint, profile.object_key, version, code_sets=code_sets, orb_type=orb_type)
-            if route not in routes:
-                routes.append(route)
-    if not routes:
+        routes = _profile_routes(profile, highest, tls)
+        if routes:
+            members.append(routes)
+        if group is None:
+            try:
+                group = profile.group
+            except ProtocolError:
+                group = None  # unreadable: an ordinary multi-profile reference
+    if not members:
         return None
-    return routes[0]._replace(fallbacks=tuple(routes[1:]))
+    flat = [route for routes in members for route in routes]
+    unique = list(dict.fromkeys(flat))
+    first = unique[0]._replace(fallbacks=tuple(unique[1:]))
+    if group is None or len(members) < 2:
+        return first
+    # A member's fallbacks are its own alternates, not the other members
+    # (group_ior lists those too, for ORBs that only fail over to alternates).
+    primaries = {routes[0].endpoint for routes in members}
+    member_routes = tuple(routes[0]._replace(fallbacks=tuple(r for r in routes[1:] if r.endpoint not in primaries))
+                          for routes in members)
+    return first._replace(group=GroupRoutes((group.domain, group.group_id), group.version, member_routes))
+
+
+def _profile_routes(profile: IIOPProfile, highest: Version, tls: bool) -> tuple[Route, ...]:
+    """The routes to one profile: its own address first, then its alternates."""
+    version: Version = min(tuple(profile.version), highest, GIOP_1_2)  # type: ignore[assignment]
+    try:
+        code_sets = profile.code_sets
+    except ProtocolError:
+        code_sets = None  # as if absent: the component is advice
+    try:
+        orb_type = profile.orb_type
+    except ProtocolError:
+        orb_type = None
+    try:
+        offer = profile.ssl
+    except ProtocolError:
+        offer = None  # unreadable: treated as absent, and a port-0 profile then gives no route
+    addresses = ((profile.host, profile.port), *profile.alternate_addresses)
+    if offer is not None and tls:
+        endpoints = [Endpoint(host, offer.port, True) for host, _ in addresses]
+    else:
+        endpoints = [Endpoint(host, port) for host, port in addresses if port != 0]
+    routes = [Route(endpoint, profile.object_key, version, code_sets=code_sets, orb_type=orb_type)
+              for endpoint in endpoints]
+    return tuple(dict.fromkeys(routes))

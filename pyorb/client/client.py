@@ -7,11 +7,13 @@ import copy
 import logging
 import ssl
 from types import TracebackType
-from typing import Any, Callable, Sequence, TypeVar, overload
+from typing import Any, Callable, Collection, Sequence, TypeVar, overload
 
+import omniORB
 from omniORB import CORBA
 
-from pyorb.client.calls import Endpoint, Intercepted, Route, connect_failure, reference_ior, route_for
+from pyorb.client.balancer import POLICIES, Balancer
+from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, connect_failure, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.invocation import CallFuture, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
@@ -43,13 +45,28 @@ class Client:
 
     ``interceptors`` add service contexts to each call and see its outcome
     (see :mod:`pyorb.interceptors`).
+
+    Calls to an object group's reference (TAG_FT_GROUP: see
+    :func:`pyorb.giop.ior.group_ior`) are spread over its members by
+    ``balancing`` (``"round_robin"`` or ``"least_pending"``, see
+    :mod:`pyorb.client.balancer`), one connection per member.  A call that
+    cannot reach its member, or whose connection is closed by the server
+    before the reply (CloseConnection: it never ran), goes to another
+    member; one whose connection is lost after it was sent fails with
+    COMM_FAILURE (completed MAYBE) unless the proxy declares the operation
+    idempotent (``resolve(..., idempotent={"op"})``).
     """
 
     def __init__(
         self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
         interceptors: Sequence[ClientInterceptor] = (),
+        balancing: str = "round_robin",
     ) -> None:
+        if balancing not in POLICIES:
+            raise ValueError(f"unknown balancing policy {balancing!r}; known: {', '.join(POLICIES)}")
         self.config = config
+        self.balancing = balancing
+        self._balancers: dict[tuple[str, int], Balancer] = {}
         self._tls = client_option(tls)
         self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
         self._conns: dict[Endpoint, ClientConnection] = {}
@@ -60,10 +77,12 @@ class Client:
 
     # -- references ------------------------------------------------------------
     @overload
-    def resolve(self, ref: str | IOR | ObjectRef, interface: ProxyClass[P]) -> P: ...
+    def resolve(self, ref: str | IOR | ObjectRef, interface: ProxyClass[P], *,
+                idempotent: Collection[str] = ()) -> P: ...
     @overload
-    def resolve(self, ref: str | IOR | ObjectRef, interface: type | None = None) -> Any: ...
-    def resolve(self, ref: str | IOR | ObjectRef, interface: Any = None) -> Any:
+    def resolve(self, ref: str | IOR | ObjectRef, interface: type | None = None, *,
+                idempotent: Collection[str] = ()) -> Any: ...
+    def resolve(self, ref: str | IOR | ObjectRef, interface: Any = None, *, idempotent: Collection[str] = ()) -> Any:
         """A proxy for ``ref`` (IOR string, corbaloc URL, IOR or proxy).
 
         ``interface`` is the generated stub class (e.g. ``Stock.Quoter``) or
@@ -74,10 +93,12 @@ class Client:
         """
         ior = reference_ior(ref)
         if ior is None:
-            return self.from_objref(ref, interface)
-        if interface is None:
-            interface = interface_for(ior.type_id)
-        return proxy_class(interface)(self, ior)
+            proxy = self.from_objref(ref, interface)
+        else:
+            proxy = proxy_class(interface if interface is not None else interface_for(ior.type_id))(self, ior)
+        if idempotent and proxy is not None:
+            proxy._idempotent = frozenset(idempotent)
+        return proxy
 
     @overload
     async def narrow(self, ref: str | IOR | ObjectRef, interface: ProxyClass[P]) -> P: ...
@@ -115,15 +136,20 @@ class Client:
         return route_for(target, self.config.giop_version, self._tls is not False)
 
     def invoke(
-        self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None
+        self, target: IOR, op: Operation, args: tuple[Any, ...], timeout: float | None, route: Route | None = None,
+        idempotent: bool = False,
     ) -> asyncio.Future[Any]:
         """Start a call; the returned future gets the result or the exception.
 
         ``route`` is ``self.route(target)``, passed by callers that cache it.
+        ``idempotent``: the call may be re-sent to another group member after
+        its connection was lost.
         """
         loop = asyncio.get_running_loop()
         fut = CallFuture(loop=loop)
         inv = Invocation(op, args, fut, self._retarget, self.from_objref, target)
+        if idempotent:
+            inv.idempotent = True
         if self.interceptors:
             inv.intercepted = intercepted = Intercepted(self.interceptors, op, target)
             try:
@@ -140,6 +166,16 @@ class Client:
         if route is None:
             inv.fail(CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO))
             return
+        group = route.group
+        if group is not None:
+            balancer = self._balancer(group)
+            member = balancer.pick(inv.tried or ())
+            if member is None:
+                inv.fail(CORBA.TRANSIENT(omniORB.TRANSIENT_ConnectFailed, CORBA.COMPLETED_NO,
+                                         f"no member of the object group could take the call ({len(group.members)} tried)"))
+                return
+            inv.member = (balancer, member.endpoint)
+            route = member
         conn = self._conns.get(route.endpoint)
         if conn is not None and conn.is_open:
             conn.start(inv, route)
@@ -168,6 +204,9 @@ class Client:
             fallback = route.next()
             if fallback is not None:  # the object's next address, as the IOR lists them
                 self._send(inv, fallback)
+            elif inv.member is not None:  # an object group's member: another member
+                inv.member[0].failed(inv.member[1])
+                inv.fail_over(inv.member[1])
             else:
                 inv.fail(copy.copy(failure))  # one exception object per call, message and all
 
@@ -215,6 +254,8 @@ class Client:
             reason = "no answer in time" if isinstance(exc, asyncio.TimeoutError) else tls_reason(exc)
             raise connect_failure(endpoint, reason) from None
         self._conns[endpoint] = conn
+        for balancer in self._balancers.values():
+            balancer.succeeded(endpoint)
         return conn
 
     @property
@@ -225,6 +266,17 @@ class Client:
                 raise CORBA.NO_PERMISSION(0, CORBA.COMPLETED_NO, "this client was made with tls=False")
             self._tls = client_context()
         return self._tls
+
+    def _balancer(self, group: GroupRoutes) -> Balancer:
+        balancer = self._balancers.get(group.key)
+        if balancer is None or balancer.version < group.version:
+            balancer = self._balancers[group.key] = Balancer(group, self.balancing, self._pending_on)
+        return balancer
+
+    def _pending_on(self, endpoint: Endpoint) -> int:
+        """Calls awaiting replies (or a connection) to ``endpoint``: what ``least_pending`` compares."""
+        conn = self._conns.get(endpoint)
+        return (len(conn.pending) if conn is not None else 0) + len(self._queued.get(endpoint, ()))
 
     def _forget(self, conn: ClientConnection) -> None:
         for endpoint, c in list(self._conns.items()):

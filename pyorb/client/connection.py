@@ -82,7 +82,7 @@ class ClientConnection(GIOPProtocol):
     def _fail_all(self, exc: CORBA.SystemException) -> None:
         pending, self.pending = self.pending, {}
         for inv in pending.values():
-            inv.fail(type(exc)(exc.minor, exc.completed))
+            inv.lost(type(exc)(exc.minor, exc.completed))
 
     def closed(self, exc: BaseException | None) -> None:
         self._fail_all(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE))

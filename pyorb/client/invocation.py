@@ -14,6 +14,8 @@ from pyorb.giop.ior import IOR
 from pyorb.giop.messages import Reply
 
 if TYPE_CHECKING:
+    from pyorb.client.balancer import Balancer
+    from pyorb.client.calls import Endpoint
     from pyorb.client.connection import ClientConnection
     from pyorb.marshal import Operation
 
@@ -46,7 +48,7 @@ class Invocation:
     """
 
     __slots__ = ("op", "args", "future", "conn", "request_id", "deadlines", "deadline", "forwards", "retarget",
-                 "convert", "target", "resent", "intercepted")
+                 "convert", "target", "resent", "intercepted", "member", "tried", "idempotent")
 
     def __init__(
         self,
@@ -71,6 +73,9 @@ class Invocation:
         self.target = target
         self.resent = False
         self.intercepted: Intercepted | None = None  # the client's interceptors, if it has any
+        self.member: tuple[Balancer, Endpoint] | None = None  # for a call to an object group: who was picked
+        self.tried: set[Endpoint] | None = None  # group members that failed this call
+        self.idempotent = False  # the caller says re-sending after a lost connection is safe
 
     # -- outcomes --------------------------------------------------------------
     def expire_in(self, timeout: float, loop: asyncio.AbstractEventLoop) -> None:
@@ -103,6 +108,9 @@ class Invocation:
         omniORB does); a second time the caller gets TRANSIENT, completed NO."""
         if self.future.done():
             return
+        if self.member is not None:  # a group member leaving: another one takes it
+            self.fail_over(self.member[1])
+            return
         if self.resent:
             self.fail(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
             return
@@ -127,7 +135,33 @@ class Invocation:
     def timed_out(self) -> None:
         """Called by :class:`~pyorb.client.deadlines.Deadlines` when the call's time is up."""
         self.deadlines = None
+        if self.member is not None and self.conn is not None:  # a stalled replica: others get the next calls
+            self.member[0].failed(self.member[1])
         self.fail(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE))
+
+    def lost(self, exc: CORBA.SystemException) -> None:
+        """The connection carrying this call failed before the reply.  A call
+        to an object group goes to another member if it cannot have run
+        (completed NO) or the caller declared it idempotent; else it fails
+        with ``exc``: a call that may have run is never re-sent silently."""
+        member = self.member
+        if member is None or self.future.done():
+            self.fail(exc)
+            return
+        member[0].failed(member[1])
+        if exc.completed != CORBA.COMPLETED_NO and not self.idempotent:
+            self.fail(exc)
+            return
+        self.fail_over(member[1])
+
+    def fail_over(self, endpoint: Endpoint) -> None:
+        """Send this group call to another member than ``endpoint`` (and those tried before)."""
+        tried = self.tried
+        if tried is None:
+            tried = self.tried = set()
+        tried.add(endpoint)
+        self.conn = None
+        self.retarget(self, self.target)
 
     def release(self) -> None:
         """The call is over: drop its deadline and, if the server still owes

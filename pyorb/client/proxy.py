@@ -34,13 +34,15 @@ _DEFAULT = object()
 class ObjectRef(Reference):
     """A reference to a CORBA object, bound to the client that calls it."""
 
-    __slots__ = ("_client", "_route")
+    __slots__ = ("_client", "_route", "_idempotent")
     _interface: ClassVar[type | None] = None
 
     def __init__(self, client: Client, ior: IOR) -> None:
         self._client = client
         self._ior = ior
         self._route: Route | None = None
+        self._idempotent: frozenset[str] = frozenset()
+        """Operations the caller declared safe to re-send to another group member after a lost connection."""
 
     def _invoke(self, op: Operation, args: tuple[Any, ...], timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         if timeout is _DEFAULT:
@@ -48,6 +50,8 @@ class ObjectRef(Reference):
         route = self._route
         if route is None:
             route = self._route = self._client.route(self._ior)
+        if self._idempotent:
+            return self._client.invoke(self._ior, op, args, timeout, route, op.name in self._idempotent)
         return self._client.invoke(self._ior, op, args, timeout, route)
 
     def _is_a(self, repo_id: str, *, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:

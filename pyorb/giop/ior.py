@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence, Union
 
 from pyorb.giop.cdr import CDRReader, CDRWriter
@@ -38,6 +38,7 @@ TAG_ORB_TYPE = 0
 TAG_CODE_SETS = 1
 TAG_ALTERNATE_IIOP_ADDRESS = 3
 TAG_SSL_SEC_TRANS = 20  # SSLIOP::SSL: the object is reachable over TLS on another port
+TAG_FT_GROUP = 27  # FT::TagFTGroupTaggedComponent: this profile is one member of an object group
 
 # Security::AssociationOptions bits, as SSLIOP's target_supports/target_requires carry them.
 NO_PROTECTION = 0x0001
@@ -240,6 +241,33 @@ def ssl_component(port: int, *, required: bool, client_certificate: str = "none"
     return SSLComponent(supports, requires, port)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupComponent:
+    """FT-CORBA's TagFTGroupTaggedComponent: the object group a profile's
+    object belongs to.  Every profile of a group reference carries the same
+    one; ``version`` grows when the membership changes."""
+
+    domain: str
+    group_id: int
+    version: int = 1
+
+    def to_component(self, little_endian: bool = True) -> TaggedComponent:
+        w = _new_encapsulation(little_endian)
+        w.octet(1)  # component_version: GIOP::Version 1.0
+        w.octet(0)
+        w.string(self.domain)
+        w.ulonglong(self.group_id)
+        w.ulong(self.version)
+        return TaggedComponent(TAG_FT_GROUP, w.getvalue())
+
+    @classmethod
+    def decode(cls, data: bytes) -> GroupComponent:
+        r = _open_encapsulation(data, "TAG_FT_GROUP")
+        r.octet()
+        r.octet()
+        return cls(r.string(), r.ulonglong(), r.ulong())
+
+
 # --- profiles ------------------------------------------------------------------
 
 
@@ -304,6 +332,12 @@ class IIOPProfile:
         return tuple(
             _read_address(c.data) for c in self.components if c.tag == TAG_ALTERNATE_IIOP_ADDRESS
         )
+
+    @property
+    def group(self) -> GroupComponent | None:
+        """The TAG_FT_GROUP component; :class:`ProtocolError` if malformed."""
+        c = self.component(TAG_FT_GROUP)
+        return None if c is None else GroupComponent.decode(c.data)
 
     @property
     def ssl(self) -> SSLComponent | None:
@@ -397,6 +431,13 @@ class IOR:
         """The first IIOP profile, or None."""
         return next((p for p in self.profiles if isinstance(p, IIOPProfile)), None)
 
+    @property
+    def group(self) -> GroupComponent | None:
+        """The object group this reference names (TAG_FT_GROUP in its first
+        IIOP profile), or None for a single object; ProtocolError if malformed."""
+        profile = self.iiop
+        return None if profile is None else profile.group
+
     def encode(self, w: CDRWriter) -> None:
         """Write the IOR struct into a CDR stream (object reference, forward)."""
         w.string(self.type_id)
@@ -482,6 +523,47 @@ def build_ior(
             components.append(alternate_address_component(alt_host, alt_port, little_endian))
     profile = IIOPProfile(version, host, port, object_key, tuple(components), little_endian)
     return IOR(type_id, (profile,), little_endian)
+
+
+def group_ior(members: Sequence[IOR], group: GroupComponent, type_id: str | None = None) -> IOR:
+    """One reference to an object group: every IIOP profile of every member,
+    each tagged with ``group`` (TAG_FT_GROUP).
+
+    Clients that know groups (pyorb) spread calls over the members.  Other
+    ORBs see an ordinary multi-profile IOR and call the first profile;
+    omniORB does not fail over to a second profile, but it does to the
+    TAG_ALTERNATE_IIOP_ADDRESS components of the first.  So when every
+    member serves the same object key (replicas activated under one fixed
+    key, the usual case), each profile also lists the other members'
+    addresses as alternates, after its own.  The members must implement one
+    interface (``type_id``, by default the first member's).  IIOP 1.0
+    profiles cannot carry components and are refused (ValueError).
+    """
+    if not members:
+        raise ValueError("a group needs at least one member")
+    chosen: list[IIOPProfile] = []
+    for member in members:
+        if member.is_nil:
+            raise ValueError("a nil reference cannot be a group member")
+        for profile in member.profiles:
+            if not isinstance(profile, IIOPProfile):
+                continue
+            if profile.version == (1, 0):
+                raise ValueError(f"{profile.host}:{profile.port}: an IIOP 1.0 profile cannot carry TAG_FT_GROUP")
+            chosen.append(profile)
+    if not chosen:
+        raise ValueError("the members have no IIOP profile")
+    tag = group.to_component()
+    shared_key = len({p.object_key for p in chosen}) == 1
+    profiles: list[Profile] = []
+    for profile in chosen:
+        kept = [c for c in profile.components if c.tag != TAG_FT_GROUP]
+        if shared_key:
+            own = {(profile.host, profile.port), *profile.alternate_addresses}
+            others = [(p.host, p.port) for p in chosen if (p.host, p.port) not in own and p.port != 0]
+            kept += [alternate_address_component(h, port, profile.little_endian) for h, port in dict.fromkeys(others)]
+        profiles.append(replace(profile, components=(*kept, tag)))
+    return IOR(type_id if type_id is not None else members[0].type_id, tuple(profiles))
 
 
 def _check_endpoint(host: str, port: int, version: tuple[int, int], port_zero: bool = False) -> None:

@@ -126,11 +126,11 @@ def serve(ns: argparse.Namespace) -> int:
     text = orb.object_to_string(ref)
     profile = IOR.from_string(text).iiop  # what omniORB published, alternates included
     assert profile is not None
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before the announcement: a driver may stop us at once
+        signal.signal(signum, lambda *_: stop.set())
     runner.announce(text, to_corbaloc(profile.host, profile.port, ns.key.encode(),
                                       alternates=profile.alternate_addresses), ns.ior_file)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     if not ns.no_stdin_watch:
         runner.watch_stdin(stop.set)
     while not stop.wait(0.2):
