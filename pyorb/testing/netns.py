@@ -110,9 +110,11 @@ class Network:
         self.processes.append(process)
         return process
 
-    def popen(self, host: str, argv: Sequence[str], **options: object) -> subprocess.Popen[bytes]:
-        """Any process in ``host`` (stopped at the end if still running)."""
-        child = subprocess.Popen(self.command(host, argv), start_new_session=True, **options)  # type: ignore[call-overload]
+    def popen(self, host: str, argv: Sequence[str], stdout: int | None = None,
+              stderr: int | None = None) -> subprocess.Popen[bytes]:
+        """Any process in ``host`` (killed at the end if still running)."""
+        child = subprocess.Popen(self.command(host, argv), start_new_session=True, stdin=subprocess.DEVNULL,
+                                 stdout=stdout, stderr=stderr)
         self.children.append(child)
         return child
 
