@@ -94,3 +94,23 @@ def test_a_replica_host_fails_and_calls_go_on(network: netns.Network, replicas: 
     # back-off probes for a stalled one); everything else completes on the other two.
     assert sum(errors.values()) <= 40, errors
     assert result["calls"] > 50 * max(1, sum(errors.values())) or not errors, result
+
+
+def test_the_multihost_experiment_runs(network: netns.Network, tmp_path: Path) -> None:
+    """loadtests/multihost.py, shortened: Locust's master and two workers on two
+    client hosts, the middle tier and its sink group on others (its own network)."""
+    import csv
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "multihost.py"), "--out", str(tmp_path),
+                           "--seconds", "6", "--repeats", "1", "--failover-seconds", "12", "--kill-at", "6",
+                           "--skip-big", "--users", "12"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with (tmp_path / "summary.csv").open() as f:
+        rows = {row["run"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"1 sink replica", "2 sink replicas", "3 sink replicas",
+                         "failover: before the kill (3 replicas)", "failover: from 3 s after the kill (2 replicas)"}
+    for row in rows.values():
+        assert float(row["throughput"]) > 0.3 * float(row["ideal"]), row  # every phase carried load
+    assert (tmp_path / "failover.png").stat().st_size > 10_000
+    assert len((tmp_path / "failover.csv").read_text().splitlines()) > 5

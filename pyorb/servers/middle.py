@@ -35,6 +35,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Model]:
     parser.add_argument("--sink", required=True, help="IOR or corbaloc URL of the sink")
     parser.add_argument("--model", default="amh", help=f"threading model (default amh): {model_names()}")
     parser.add_argument("--workers", type=int, default=1, help="processes accepting on the port (AMH-n)")
+    parser.add_argument("--balancing", choices=("round_robin", "least_pending"), default="least_pending",
+                        help="how calls spread over a sink group's replicas (default least_pending)")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds a call to the sink may take before the client gets TIMEOUT (default 30)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
@@ -129,7 +131,7 @@ async def serve(ns: argparse.Namespace, model: Model) -> int:
     if server is None:
         return 1
     tls = runner.client_tls(ns)
-    async with pyorb.Client(config, tls=tls) as client:
+    async with pyorb.Client(config, tls=tls, balancing=ns.balancing) as client:
         await _connect(client, ns.sink)
         with BlockingClient(config, tls=tls) as blocking:
             servant = make_servant(model, client.resolve(ns.sink, sink_iface), blocking.resolve(ns.sink, sink_iface),
