@@ -30,6 +30,8 @@ from tests.interop.conftest import failures, run_omni_client
 from tests.interop.servants import TypesCoroutine
 
 Bench = pyorb.load_idl("idl/bench.idl").Bench
+import Bench__POA  # noqa: E402  (made by load_idl)
+
 GROUP = GroupComponent("pyorb-tests", 7)
 
 
@@ -262,3 +264,30 @@ def test_pyorb_group_binds_the_group_in_the_naming_service(replicas: list[Replic
     shown = subprocess.run([sys.executable, "-m", "pyorb", "ior", second.to_string()], capture_output=True,
                            text=True, timeout=60)
     assert "TAG_FT_GROUP" in shown.stdout and "domain 'shop'" in shown.stdout
+
+
+def test_a_member_that_forwards_is_followed() -> None:
+    """A member answers LOCATION_FORWARD (its object moved): the calls it gets go where it says."""
+
+    class Counting(Bench__POA.Sink):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def work(self, token: int) -> int:
+            self.calls += 1
+            return token
+
+    async def run() -> list[int]:
+        async with pyorb.Server() as moved_to, pyorb.Server() as forwarding, pyorb.Server() as plain:
+            target, stay = Counting(), Counting()
+            new_home = IOR.from_string(moved_to.ior(moved_to.activate(target, "Sink")))
+            forwarding.adapter.forward("Sink", new_home)
+            forwarding_ior = build_ior("IDL:Bench/Sink:1.0", forwarding.host, forwarding.port, b"Sink")
+            group = group_ior([forwarding_ior, IOR.from_string(plain.ior(plain.activate(stay, "Sink")))], GROUP)
+            async with pyorb.Client() as client:
+                sink = client.resolve(group, Bench.Sink)
+                assert await asyncio.gather(*(sink.work(i) for i in range(20))) == list(range(20))
+            return [target.calls, stay.calls]
+
+    assert asyncio.run(run()) == [10, 10]
+

@@ -114,3 +114,30 @@ def test_the_multihost_experiment_runs(network: netns.Network, tmp_path: Path) -
         assert float(row["throughput"]) > 0.3 * float(row["ideal"]), row  # every phase carried load
     assert (tmp_path / "failover.png").stat().st_size > 10_000
     assert len((tmp_path / "failover.csv").read_text().splitlines()) > 5
+
+
+def test_a_replica_leaves_gracefully_across_hosts(network: netns.Network,
+                                                  replicas: list[tuple[str, IOR, int]]) -> None:
+    group = group_ior([ior for _, ior, _ in replicas], GroupComponent("netns", 3))
+    leaving = replicas[0][2]
+    timer = threading.Timer(1.0, os.kill, args=(leaving, signal.SIGTERM))
+    timer.start()
+    try:
+        result = run_client(network, group, "--seconds", "3", "--in-flight", "30")
+    finally:
+        timer.cancel()
+    assert result["errors"] == {} and result["calls"] > 300, result
+
+
+def test_an_omniorb_client_on_another_host_fails_over(network: netns.Network,
+                                                      replicas: list[tuple[str, IOR, int]]) -> None:
+    """omniORBpy calls the group reference with its first member's host gone (SIGKILL)."""
+    group = group_ior([ior for _, ior, _ in replicas], GroupComponent("netns", 4))
+    os.kill(replicas[0][2], signal.SIGKILL)
+    done = network.run("client", [sys.executable, "-m", "pyorb.testing.omnipeer", "call", "--idl",
+                                  str(ROOT / "idl" / "bench.idl"), "--function",
+                                  str(ROOT / "tests" / "peers" / "omni_group_calls.py") + ":work_many",
+                                  "--target", group.to_string(), "--interface", "Bench::Sink", "--args", "[20]"],
+                       timeout=120)
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome == {"ok": True, "result": 20}, (outcome, done.stderr[-2000:])
