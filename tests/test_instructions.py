@@ -1,0 +1,28 @@
+"""loadtests/instructions.py as a smoke run (issue #15): it counts, it is not a timed test."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_instruction_counts_per_round_trip() -> None:
+    if shutil.which("valgrind") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI installs valgrind (see .ci/run)")
+        pytest.skip("valgrind is not installed")
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "instructions.py"), "--calls", "100", "300",
+                           "--in-flight", "20"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = dict(re.findall(r"(bare|pyorb)\s*│\s*([\d,]+)", done.stdout))
+    bare, pyorb = (int(rows[k].replace(",", "")) for k in ("bare", "pyorb"))
+    # Sanity, not a target: a round trip costs thousands of instructions, and the ORB more than the bare loop.
+    assert 1_000 < bare < pyorb, done.stdout
