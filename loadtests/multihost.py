@@ -212,6 +212,8 @@ def main() -> None:
     reason = netns.missing()
     if reason:
         sys.exit(f"multihost: {reason}")
+    # SIGTERM unwinds like Ctrl-C, so the namespaces and their processes are removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ns.out.mkdir(parents=True, exist_ok=True)
     console = Console(width=150)
     outcomes: list[Outcome] = []

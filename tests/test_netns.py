@@ -141,3 +141,24 @@ def test_an_omniorb_client_on_another_host_fails_over(network: netns.Network,
                        timeout=120)
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome == {"ok": True, "result": 20}, (outcome, done.stderr[-2000:])
+
+
+def test_a_killed_run_leaves_nothing_behind_for_long(network: netns.Network) -> None:
+    """A process killed with SIGKILL cannot clean up: the next Network removes what it left."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; from pyorb.testing import netns; "
+                              "netns.Network(['a', 'b']).__enter__(); print('up', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "up"
+    finally:
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    stale = f"po{child.pid}-a"
+    assert stale in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    with netns.Network(["x"]):
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert stale not in listed and not (netns.NETNS_DIR / stale).exists()

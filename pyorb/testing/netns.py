@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -41,6 +42,30 @@ def missing() -> str | None:
     return None
 
 
+def reap_stale() -> None:
+    """Remove what networks of processes that no longer exist left behind (a
+    test run killed with SIGKILL cannot clean up after itself)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False)
+    tags = {m.group(1) for m in re.finditer(r"^(po(\d+))-\S+", listed.stdout, re.M) if not _alive(int(m.group(2)))}
+    for tag in tags:
+        for line in listed.stdout.splitlines():
+            name = line.split()[0] if line.strip() else ""
+            if name.startswith(f"{tag}-"):
+                subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30, check=False)
+                shutil.rmtree(NETNS_DIR / name, ignore_errors=True)
+        subprocess.run(["ip", "link", "del", f"{tag}br"], capture_output=True, timeout=30, check=False)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _run(*argv: str) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     if done.returncode != 0:
@@ -53,7 +78,7 @@ class Network:
     def __init__(self, hosts: Sequence[str], subnet: str = "10.213.7.0/24") -> None:
         if len(set(hosts)) != len(hosts) or not hosts:
             raise ValueError("give distinct host names")
-        self.tag = f"po{os.getpid() % 100000}"  # unique per test process; interface names stay short
+        self.tag = f"po{os.getpid()}"  # unique per process; interface names stay within 15 characters
         net = ipaddress.ip_network(subnet)
         self.addresses = {host: str(net.network_address + i + 1) for i, host in enumerate(hosts)}
         self.prefix = net.prefixlen
@@ -74,6 +99,7 @@ class Network:
         return self
 
     def _build(self) -> None:
+        reap_stale()
         _run("ip", "link", "add", self.bridge, "type", "bridge")
         self._made.append(("ip", "link", "del", self.bridge))
         _run("ip", "link", "set", self.bridge, "up")
