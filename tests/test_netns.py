@@ -157,7 +157,7 @@ def test_a_killed_run_leaves_nothing_behind_for_long(network: netns.Network) -> 
         child.wait()
         if child.stdout is not None:
             child.stdout.close()
-    stale = f"po{child.pid}-a"
+    stale = f"po{child.pid}n0-a"
     assert stale in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     with netns.Network(["x"]):
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -18,6 +18,7 @@ CAP_SYS_ADMIN) and the ``ip`` and ``unshare`` commands.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from typing import Sequence
 from pyorb.testing.kit import ServerProcess
 
 NETNS_DIR = Path("/etc/netns")
+_NETWORKS = itertools.count()
 
 
 def missing() -> str | None:
@@ -46,7 +48,7 @@ def reap_stale() -> None:
     """Remove what networks of processes that no longer exist left behind (a
     test run killed with SIGKILL cannot clean up after itself)."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False)
-    tags = {m.group(1) for m in re.finditer(r"^(po(\d+))-\S+", listed.stdout, re.M) if not _alive(int(m.group(2)))}
+    tags = {m.group(1) for m in re.finditer(r"^(po(\d+)n\d+)-\S+", listed.stdout, re.M) if not _alive(int(m.group(2)))}
     for tag in tags:
         for line in listed.stdout.splitlines():
             name = line.split()[0] if line.strip() else ""
@@ -78,7 +80,8 @@ class Network:
     def __init__(self, hosts: Sequence[str], subnet: str = "10.213.7.0/24") -> None:
         if len(set(hosts)) != len(hosts) or not hosts:
             raise ValueError("give distinct host names")
-        self.tag = f"po{os.getpid()}"  # unique per process; interface names stay within 15 characters
+        # Unique per process and network; interface names stay within 15 characters.
+        self.tag = f"po{os.getpid()}n{next(_NETWORKS) % 100}"
         net = ipaddress.ip_network(subnet)
         self.addresses = {host: str(net.network_address + i + 1) for i, host in enumerate(hosts)}
         self.prefix = net.prefixlen
