@@ -80,8 +80,9 @@ class BareClient(asyncio.Protocol):
 
     # The Request for ping(stamp), made once: request id 1, response flags 3, KeyAddr, key "Echo",
     # operation "ping", no service contexts, then the argument.  Each call patches in its id and stamp.
+    # The request header ends at offset 48 of the message, 8-aligned: the argument follows unpadded.
     BODY = (struct.pack("<IB3xhxxI", 1, 3, 0, 4) + b"Echo" + struct.pack("<I", 5) + b"ping\0" + b"\0" * 3
-            + struct.pack("<I", 0) + b"\0" * 4 + struct.pack("<Q", 0))
+            + struct.pack("<I", 0) + struct.pack("<Q", 0))
     HEAD = b"GIOP\x01\x02\x01\x00" + struct.pack("<I", len(BODY))
     MIDDLE = BODY[4:-8]
 
@@ -117,33 +118,145 @@ async def _drive(call: Any, calls: int, in_flight: int) -> None:
     await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
-def run_inner(kind: str, calls: int, in_flight: int) -> None:
+async def serve_alone(kind: str) -> None:
+    """A server on its own, until stdin ends: its reference (or host:port) on stdout."""
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+
+    def stdin_readable() -> None:
+        if not sys.stdin.buffer.read1(1):  # end of file: the driver is done
+            loop.remove_reader(sys.stdin.fileno())
+            stop.set_result(None)
+
+    loop.add_reader(sys.stdin.fileno(), stdin_readable)
+    if kind == "pyorb-server":
+        import pyorb
+
+        idl = pyorb.load_idl(ROOT / "idl" / "bench.idl")
+
+        class Echo(idl.Bench__POA.Echo):  # type: ignore[misc,name-defined]
+            def ping(self, stamp: int) -> int:
+                return stamp
+
+            def notify(self, stamp: int) -> None:
+                pass
+
+        async with pyorb.Server() as server:
+            print(server.ior(server.activate(Echo(), "Echo")), flush=True)
+            await stop
+        return
+    from bare_echo_server import Bare
+
+    from pyorb.giop.ior import build_ior
+
+    server = await loop.create_server(lambda: Bare(None), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    print(build_ior("IDL:Bench/Echo:1.0", "127.0.0.1", port, b"Echo").to_string(), flush=True)
+    await stop
+    server.close()
+
+
+async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None:
+    """A client on its own: ``calls`` pings to ``target`` with ``in_flight`` outstanding."""
+    if kind == "pyorb-client":
+        import pyorb
+
+        idl = pyorb.load_idl(ROOT / "idl" / "bench.idl")
+        async with pyorb.Client() as client:
+            echo = client.resolve(target, idl.Bench.Echo)
+            await _drive(lambda i: echo.ping(i), calls, in_flight)
+        return
+    from pyorb.giop.ior import IOR
+
+    profile = IOR.from_string(target).iiop
+    assert profile is not None
+    _, bare = await asyncio.get_running_loop().create_connection(BareClient, profile.host, profile.port)
+    await _drive(bare.ping, calls, in_flight)
+    bare.transport.close()
+
+
+def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None) -> None:
     import uvloop
 
-    uvloop.run((pyorb_workload if kind == "pyorb" else bare_workload)(calls, in_flight))
+    if kind.endswith("-server"):
+        uvloop.run(serve_alone(kind))
+    elif kind.endswith("-client"):
+        assert target is not None
+        uvloop.run(call_alone(kind, target, calls, in_flight))
+    else:
+        uvloop.run((pyorb_workload if kind == "pyorb" else bare_workload)(calls, in_flight))
+
+
+def _inner(kind: str, calls: int, in_flight: int, target: str | None = None) -> list[str]:
+    argv = [sys.executable, __file__, "--inner", kind, "--inner-calls", str(calls), "--in-flight", str(in_flight)]
+    return argv + (["--target", target] if target else [])
+
+
+def _callgrind(out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"]
+
+
+def _total(out: Path) -> int:
+    found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(errors="replace"), re.M)
+    if found is None:
+        raise RuntimeError(f"no instruction total in {out}")
+    return int(found.group(1))
 
 
 def count(kind: str, calls: int, in_flight: int, out: Path) -> int:
-    """Instructions (callgrind's total Ir) of one run of ``kind`` with ``calls`` calls."""
-    target = out / f"{kind}-{calls}.callgrind"
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={target}", "--dump-instr=no",
-                    sys.executable, __file__, "--inner", kind, "--inner-calls", str(calls), "--in-flight", str(in_flight)],
-                   check=True, capture_output=True, timeout=3600)
-    found = re.search(r"^(?:summary|totals): (\d+)", target.read_text(errors="replace"), re.M)
-    if found is None:
-        raise RuntimeError(f"no instruction total in {target}")
-    return int(found.group(1))
+    """Instructions (callgrind's total Ir) of one run of ``kind`` with ``calls`` calls.
+
+    ``pyorb``/``bare``: client and server in the process counted.  ``X-server``:
+    only the server is counted, driven by the bare client in another process;
+    ``X-client``: only the client, against the bare server in another process."""
+    result = out / f"{kind}-{calls}.callgrind"
+    if kind.endswith("-server"):
+        server = subprocess.Popen([*_callgrind(result), *_inner(kind, 0, 0)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert server.stdout is not None and server.stdin is not None
+            target = server.stdout.readline().strip()
+            subprocess.run(_inner("bare-client", calls, in_flight, target), check=True, timeout=3600)
+        finally:
+            if server.stdin is not None:
+                server.stdin.close()
+            server.wait(3600)
+            if server.stdout is not None:
+                server.stdout.close()
+        return _total(result)
+    if kind.endswith("-client"):
+        server = subprocess.Popen(_inner("bare-server", 0, 0), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            assert server.stdout is not None
+            target = server.stdout.readline().strip()
+            subprocess.run([*_callgrind(result), *_inner(kind, calls, in_flight, target)], check=True,
+                           capture_output=True, timeout=3600)
+        finally:
+            if server.stdin is not None:
+                server.stdin.close()
+            server.wait(60)
+            if server.stdout is not None:
+                server.stdout.close()
+        return _total(result)
+    subprocess.run([*_callgrind(result), *_inner(kind, calls, in_flight)], check=True, capture_output=True,
+                   timeout=3600)
+    return _total(result)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, nargs=2, default=[2000, 8000], metavar=("N1", "N2"))
     parser.add_argument("--in-flight", type=int, default=100)
-    parser.add_argument("--inner", choices=("pyorb", "bare"), help=argparse.SUPPRESS)
+    parser.add_argument("--alone", action="store_true",
+                        help="also count the server alone and the client alone (each against the bare peer)")
+    parser.add_argument("--inner", choices=("pyorb", "bare", "pyorb-server", "bare-server", "pyorb-client",
+                                            "bare-client"), help=argparse.SUPPRESS)
     parser.add_argument("--inner-calls", type=int, default=1000, help=argparse.SUPPRESS)
+    parser.add_argument("--target", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.inner:
-        run_inner(ns.inner, ns.inner_calls, ns.in_flight)
+        run_inner(ns.inner, ns.inner_calls, ns.in_flight, ns.target)
         return
     if shutil.which("valgrind") is None:
         sys.exit("instructions: valgrind is not installed (apt-get install valgrind)")
@@ -153,17 +266,23 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    pairs = [("client and server in one process", "bare", "pyorb")]
+    if ns.alone:
+        pairs += [("server alone (bare client in another process)", "bare-server", "pyorb-server"),
+                  ("client alone (bare server in another process)", "bare-client", "pyorb-client")]
     per_call: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="pyorb-instructions-") as tmp:
-        for kind in ("bare", "pyorb"):
-            low, high = count(kind, n1, ns.in_flight, Path(tmp)), count(kind, n2, ns.in_flight, Path(tmp))
-            per_call[kind] = (high - low) / (n2 - n1)
-    table = Table(title=f"instructions per round trip (callgrind), client and server in one process, "
-                        f"{ns.in_flight} in flight, calls {n1} and {n2}")
-    for column in ("workload", "instructions per call", "ratio to bare"):
-        table.add_column(column, justify="left" if column == "workload" else "right")
-    for kind in ("bare", "pyorb"):
-        table.add_row(kind, f"{per_call[kind]:,.0f}", f"{per_call[kind] / per_call['bare']:.2f}")
+        for _, *kinds in pairs:
+            for kind in kinds:
+                low, high = count(kind, n1, ns.in_flight, Path(tmp)), count(kind, n2, ns.in_flight, Path(tmp))
+                per_call[kind] = (high - low) / (n2 - n1)
+    table = Table(title=f"instructions per round trip (callgrind), {ns.in_flight} in flight, calls {n1} and {n2}")
+    for column in ("what is counted", "workload", "instructions per call", "ratio to bare"):
+        table.add_column(column, justify="left" if column in ("what is counted", "workload") else "right")
+    for title, bare, pyorb in pairs:
+        for kind in (bare, pyorb):
+            table.add_row(title if kind == bare else "", kind.split("-")[0], f"{per_call[kind]:,.0f}",
+                          f"{per_call[kind] / per_call[bare]:.2f}")
     Console(width=150).print(table)
 
 
