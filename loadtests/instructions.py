@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "loadtests"))
 
 
-async def pyorb_workload(calls: int, in_flight: int) -> None:
+def bench() -> tuple[Any, Any]:
+    """Bench's IDL, and an Echo servant whose ping returns its stamp."""
     import pyorb
 
     idl = pyorb.load_idl(ROOT / "idl" / "bench.idl")
@@ -48,8 +49,15 @@ async def pyorb_workload(calls: int, in_flight: int) -> None:
         def notify(self, stamp: int) -> None:
             pass
 
+    return idl, Echo()
+
+
+async def pyorb_workload(calls: int, in_flight: int) -> None:
+    import pyorb
+
+    idl, servant = bench()
     async with pyorb.Server() as server, pyorb.Client() as client:
-        echo = client.resolve(server.ior(server.activate(Echo(), "Echo")), idl.Bench.Echo)
+        echo = client.resolve(server.ior(server.activate(servant, "Echo")), idl.Bench.Echo)
         await _drive(lambda i: echo.ping(i), calls, in_flight)
 
 
@@ -132,17 +140,9 @@ async def serve_alone(kind: str) -> None:
     if kind == "pyorb-server":
         import pyorb
 
-        idl = pyorb.load_idl(ROOT / "idl" / "bench.idl")
-
-        class Echo(idl.Bench__POA.Echo):  # type: ignore[misc,name-defined]
-            def ping(self, stamp: int) -> int:
-                return stamp
-
-            def notify(self, stamp: int) -> None:
-                pass
-
+        _, echo = bench()
         async with pyorb.Server() as server:
-            print(server.ior(server.activate(Echo(), "Echo")), flush=True)
+            print(server.ior(server.activate(echo, "Echo")), flush=True)
             await stop
         return
     from bare_echo_server import Bare
@@ -161,7 +161,7 @@ async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None
     if kind == "pyorb-client":
         import pyorb
 
-        idl = pyorb.load_idl(ROOT / "idl" / "bench.idl")
+        idl, _ = bench()
         async with pyorb.Client() as client:
             echo = client.resolve(target, idl.Bench.Echo)
             await _drive(lambda i: echo.ping(i), calls, in_flight)
