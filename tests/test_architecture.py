@@ -28,18 +28,20 @@ ALLOWED: dict[str, set[str]] = {
     "pyorb.aio": {"pyorb.giop", "pyorb.config"},
     "pyorb.client": {"pyorb.aio", "pyorb.giop", "pyorb.marshal", "pyorb.marshal.layout", "pyorb.config",
                      "pyorb.tls", "pyorb.interceptors"},
-    "pyorb.server.strategies": {"pyorb.server", "pyorb.config"},
+    "pyorb.model": set(),
+    "pyorb.server.strategies": {"pyorb.server", "pyorb.config", "pyorb.model"},
     "pyorb.server": {"pyorb.aio", "pyorb.giop", "pyorb.marshal", "pyorb.marshal.layout", "pyorb.config",
                      "pyorb.tls", "pyorb.interceptors",
                      "pyorb.server.strategies"},
 }
-# Standard-library modules a layer must not import: the core does no I/O,
-# strategies know nothing of sockets.
+# Standard-library modules a layer must not import: the core and the models
+# do no I/O, strategies know nothing of sockets.
 NO_IO = {"socket", "ssl", "selectors", "asyncio", "subprocess"}
 FORBIDDEN_STDLIB: dict[str, set[str]] = {
     "pyorb.giop": NO_IO,
     "pyorb.marshal.layout": NO_IO,
     "pyorb.marshal": NO_IO,
+    "pyorb.model": NO_IO,
     "pyorb.server.strategies": {"socket", "ssl", "selectors"},
 }
 

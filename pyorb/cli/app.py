@@ -311,6 +311,12 @@ def demo_cmd(
         raise typer.Exit(code)
 
 
+# -- plan ------------------------------------------------------------------------
+
+# pyorb.cli.plan and the models import nothing heavy (no omniORB, no matplotlib until --plot).
+app.command("plan")(importlib.import_module("pyorb.cli.plan").plan_cmd)
+
+
 # -- loadtest (owned by the load-test package) -------------------------------------
 
 
