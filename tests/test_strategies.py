@@ -176,7 +176,8 @@ async def wait_until(predicate: Any, timeout: float = 10.0) -> None:
 
 
 ALL_SPECS = ["reactive", "amh", "thread_pool(3)", "thread_per_request", "thread_per_request(2)",
-             "thread_per_connection", "threaded", "locality(2)", "locality(2, threshold=3, wait=0.002)"]
+             "thread_per_connection", "threaded", "locality(2)", "locality(2, threshold=3, wait=0.002)",
+             "adaptive(window=0.05)"]
 
 
 def test_every_registered_strategy_is_covered() -> None:

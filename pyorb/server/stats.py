@@ -58,6 +58,8 @@ class RecorderSnapshot:
     threads: int = 0
     rejected: int = 0
     """Requests a server interceptor refused (e.g. NO_PERMISSION): they never reached the servant."""
+    targets: tuple[tuple[str, str], ...] = ()
+    """(operation, the strategy its new calls go to now), for a strategy that moves them (``adaptive``)."""
 
 
 class Recorder:
@@ -128,7 +130,13 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
         Timing.of(wait_total, served, [w for w, _ in recent]),
         Timing.of(service_total, served, [s for _, s in recent]),
         gauges.queued() if gauges else 0, gauges.threads() if gauges else 0, rejected,
+        _targets(gauges),
     )
+
+
+def _targets(gauges: Gauges | None) -> tuple[tuple[str, str], ...]:
+    targets: Callable[[], dict[str, str]] | None = getattr(gauges, "targets", None)  # only adaptive's have it
+    return tuple(sorted(targets().items())) if targets is not None else ()
 
 
 def _zero() -> int:

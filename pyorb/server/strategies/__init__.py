@@ -3,7 +3,8 @@
 A spec is a name with optional arguments, as written in configuration:
 ``"reactive"``, ``"amh"``, ``"thread_pool(8)"``, ``"thread_per_request"``,
 ``"thread_per_request(64)"``, ``"thread_per_connection"``, ``"threaded"``,
-``"locality(4, threshold=2, wait=0.001)"``.  :func:`register` adds a name.
+``"locality(4, threshold=2, wait=0.001)"``, ``"adaptive(max_threads=32, window=0.1)"``.
+:func:`register` adds a name.
 
 =========================  =================================================
 strategy                   what it guarantees
@@ -21,6 +22,12 @@ strategy                   what it guarantees
                            in order
 ``locality(n, ...)``       at most n at once; per connection one at a time,
                            in order, back to back on one worker
+``adaptive(...)``          per operation, inline or on a pool the queueing
+                           model recommends, moved at run time; each call
+                           answered once across moves; one connection's
+                           calls to one operation start in arrival order
+                           (they overlap on a pool, as in thread_pool);
+                           at most max_threads threads per pool
 =========================  =================================================
 
 In every strategy, ``async def`` methods run as tasks on the event loop.
@@ -33,6 +40,7 @@ import inspect
 from typing import Callable, Hashable, Iterator
 
 from pyorb.server.dispatch import Strategy
+from pyorb.server.strategies.adaptive import AdaptiveStrategy
 from pyorb.server.strategies.locality import LocalityStrategy
 from pyorb.server.strategies.loop import EventLoopStrategy
 from pyorb.server.strategies.threads import (
@@ -43,8 +51,9 @@ from pyorb.server.strategies.threads import (
 )
 
 __all__ = [
-    "EventLoopStrategy", "LocalityStrategy", "Strategy", "StrategyRegistry", "ThreadPerConnectionStrategy",
-    "ThreadPerRequestStrategy", "ThreadPoolStrategy", "ThreadedStrategy", "create", "names", "parse", "register",
+    "AdaptiveStrategy", "EventLoopStrategy", "LocalityStrategy", "Strategy", "StrategyRegistry",
+    "ThreadPerConnectionStrategy", "ThreadPerRequestStrategy", "ThreadPoolStrategy", "ThreadedStrategy", "create",
+    "names", "parse", "register",
 ]
 
 Factory = Callable[..., Strategy]
@@ -62,6 +71,11 @@ def _thread_per_connection() -> Strategy:
     return ThreadPerConnectionStrategy()
 
 
+def _adaptive(max_threads: int = 32, window: float = 0.1, hold: int = 2, gain: float = 0.1) -> Strategy:
+    # Its delegates are its own (create, not a registry): they serve only the operations it moves.
+    return AdaptiveStrategy(max_threads, window, hold, gain, create=create)
+
+
 _FACTORIES: dict[str, Factory] = {
     "reactive": _reactive,
     "amh": _amh,
@@ -70,6 +84,7 @@ _FACTORIES: dict[str, Factory] = {
     "thread_per_connection": _thread_per_connection,
     "threaded": ThreadedStrategy,
     "locality": LocalityStrategy,
+    "adaptive": _adaptive,
 }
 
 

@@ -1,0 +1,360 @@
+"""The ``adaptive`` strategy keeps its promises, shown with real clients over loopback.
+
+The server runs on its own loop thread (an operation that blocks the loop
+must not block the test's clients); each pyorb ``Client`` is one
+connection.  Loads are closed loops bounded in calls and seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any, AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+
+import pyorb
+from pyorb.model import Workload
+from pyorb.server import strategies
+from pyorb.server.strategies.adaptive import AdaptiveStrategy, Advice
+from pyorb.testing import LoopThread
+
+IDL = pyorb.load_idl("idl/bench.idl")
+Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
+OP = "Bench::Sink.work"
+
+
+class Phased(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+    """work(token) sleeps ``sleep`` seconds (changed by the test) and records what it saw."""
+
+    def __init__(self, sleep: float = 0.0) -> None:
+        self.sleep = sleep
+        self.lock = threading.Lock()
+        self.seen: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def work(self, token: int) -> int:
+        with self.lock:
+            self.seen.append(token)
+        assert self.gate.wait(10)
+        if self.sleep:
+            time.sleep(self.sleep)
+        return token
+
+
+class AsyncSink(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+    async def work(self, token: int) -> int:
+        await asyncio.sleep(0.001)
+        return token
+
+
+@pytest.fixture(scope="module")
+def server_loop() -> Iterator[LoopThread]:
+    with LoopThread() as lt:
+        yield lt
+
+
+class Served:
+    def __init__(self, lt: LoopThread, server: pyorb.Server, strategy: AdaptiveStrategy) -> None:
+        self.lt, self.server, self.strategy = lt, server, strategy
+
+    def activate(self, servant: Any, key: str = "sink") -> str:
+        async def act() -> None:
+            self.server.activate(servant, key)
+        self.lt.run(act())
+        return self.server.corbaloc(key)
+
+    def on_loop(self, fn: Any, *args: Any) -> Any:
+        async def run() -> Any:
+            return fn(*args)
+        return self.lt.run(run())
+
+
+@pytest.fixture
+def serve(server_loop: LoopThread) -> Iterator[Any]:
+    servers: list[pyorb.Server] = []
+
+    def start(**kw: Any) -> Served:
+        kw.setdefault("window", 0.05)
+        strategy = AdaptiveStrategy(create=strategies.create, **kw)
+
+        async def go() -> pyorb.Server:
+            server = pyorb.Server(strategy=strategy)
+            await server.start()
+            return server
+        server = server_loop.run(go())
+        servers.append(server)
+        return Served(server_loop, server, strategy)
+
+    yield start
+    for server in servers:
+        server_loop.run(server.close())
+
+
+@pytest_asyncio.fixture
+async def clients() -> AsyncIterator[Any]:
+    made: list[pyorb.Client] = []
+
+    def make(n: int) -> list[Any]:
+        new = [pyorb.Client() for _ in range(n)]
+        made.extend(new)
+        return new
+
+    yield make
+    await asyncio.gather(*(c.close() for c in made))
+
+
+class Load:
+    """Closed-loop clients, each on its own connection, sending unique tokens; counts every reply."""
+
+    def __init__(self, proxies: list[Any]) -> None:
+        self.proxies = proxies
+        self.sent: list[int] = []
+        self.replies: list[int] = []
+        self.done_at: list[float] = []
+        self.stop = False
+
+    async def _one(self, i: int, proxy: Any, calls: int) -> None:
+        for j in range(calls):
+            if self.stop:
+                return
+            token = i * 1_000_000 + j
+            self.sent.append(token)
+            assert await proxy.work(token) == token
+            self.replies.append(token)
+            self.done_at.append(time.monotonic())
+
+    async def run(self, seconds: float, calls: int = 100_000) -> None:
+        tasks = [asyncio.ensure_future(self._one(i, p, calls)) for i, p in enumerate(self.proxies)]
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks)), seconds)
+        except asyncio.TimeoutError:
+            self.stop = True  # each client ends after its call in flight
+            await asyncio.wait_for(asyncio.gather(*tasks), 10)
+
+    def rate(self, since: float, until: float) -> float:
+        return sum(since <= t < until for t in self.done_at) / (until - since)
+
+
+def proxies(clients: Any, ref: str, n: int) -> list[Any]:
+    return [c.resolve(ref, Bench.Sink) for c in clients(n)]
+
+
+async def wait_until(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+def answered_once(load: Load, servant: Phased, served: Served) -> None:
+    """Every call reached the servant once and got its own reply once."""
+    assert sorted(load.replies) == sorted(load.sent)
+    assert sorted(servant.seen) == sorted(load.sent)  # none lost, none run twice
+    (op,) = served.server.stats().operations
+    assert (op.served, op.in_flight, op.failed, op.dropped) == (len(load.sent), 0, 0, 0)
+
+
+# -- spec parsing ------------------------------------------------------------------
+
+
+def test_adaptive_is_in_the_registry_with_its_arguments() -> None:
+    name, bound = strategies.parse("adaptive(max_threads=8, window=0.2)")
+    assert (name, dict(bound.arguments)) == ("adaptive", {"max_threads": 8, "window": 0.2, "hold": 2, "gain": 0.1})
+    made = strategies.create("adaptive(8, 0.2, hold=3)")
+    assert isinstance(made, AdaptiveStrategy)
+    assert made.name == "adaptive(max_threads=8, window=0.2, hold=3, gain=0.1)"
+    assert "adaptive(max_threads, window, hold, gain)" in strategies.names()
+
+
+@pytest.mark.parametrize("spec", ["adaptive(0)", "adaptive(window=0)", "adaptive(hold=True)", "adaptive(gain=-1)",
+                                  "adaptive(threads=2)"])
+def test_bad_adaptive_specs_are_refused(spec: str) -> None:
+    with pytest.raises(ValueError):
+        strategies.create(spec)
+
+
+def test_one_registry_instance_per_adaptive_spec() -> None:
+    registry = strategies.StrategyRegistry()
+    assert registry.get("adaptive(window=0.1)") is registry.get("adaptive")
+
+
+# -- moves, with the model deciding ------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_blocking_operation_moves_to_a_pool_and_throughput_rises(
+        serve: Any, clients: Any, caplog: pytest.LogCaptureFixture) -> None:
+    served = serve(max_threads=16)
+    servant = Phased(sleep=0.01)
+    load = Load(proxies(clients, served.activate(servant), 8))
+    start = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="pyorb.server.strategies.adaptive"):
+        await load.run(1.5)
+    target = served.strategy.targets[OP]
+    assert target.startswith("thread_pool(")
+    assert 8 <= int(target[len("thread_pool("):-1]) <= 16  # sized by the model: one thread per client
+    moves = list(served.strategy.switches)
+    assert 1 <= len(moves) <= 3 and moves[0].old == "reactive" and moves[-1].new == target
+    sizes = [int(m.new[len("thread_pool("):-1]) for m in moves]
+    assert sizes == sorted(sizes)  # only ever up: the first windows may not have seen every client yet
+    moved = moves[-1].at - start
+    assert moved < 0.5
+    # Inline, 8 clients share one loop blocked 10 ms a call: about 100 calls/s; on the pool, about 8 times that.
+    assert load.rate(start + moved + 0.2, start + 1.5) > 3 * 100
+    assert any("moves from reactive to thread_pool" in r.getMessage() and "blocks its thread" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.INFO)
+    seen = served.strategy.last[OP]
+    assert seen.delay == pytest.approx(0.01, rel=0.5) and seen.cpu < 0.005
+    (gauges,) = served.server.stats().strategies
+    used = {int(m.new[len("thread_pool("):-1]) for m in moves}
+    assert gauges.name == served.strategy.name and gauges.threads == sum(used)  # a pool it left keeps its threads
+    answered_once(load, servant, served)
+
+
+@pytest.mark.asyncio
+async def test_a_fast_operation_stays_inline(serve: Any, clients: Any) -> None:
+    served = serve()
+    servant = Phased()
+    load = Load(proxies(clients, served.activate(servant), 4))
+    await load.run(0.8, calls=1500)
+    assert served.strategy.targets == {OP: "reactive"}
+    assert served.strategy.moves == 0
+    assert served.server.stats().strategies[0].threads == 0
+    answered_once(load, servant, served)
+
+
+@pytest.mark.asyncio
+async def test_an_operation_that_turns_fast_comes_back_and_does_not_flap(serve: Any, clients: Any) -> None:
+    served = serve(max_threads=4)
+    servant = Phased(sleep=0.01)
+    load = Load(proxies(clients, served.activate(servant), 2))
+    runner = asyncio.ensure_future(load.run(6.0))
+    try:
+        await wait_until(lambda: served.strategy.targets.get(OP, "").startswith("thread_pool"))
+        await asyncio.sleep(0.3)
+        servant.sleep = 0.0  # the operation turns fast: the hand-off to a thread now costs more than it saves
+        await wait_until(lambda: served.strategy.targets[OP] == "reactive")
+        back = served.strategy.moves
+        await asyncio.sleep(1.0)  # a steady load: no more moves
+        assert served.strategy.moves == back == 2
+        assert served.strategy.targets[OP] == "reactive"
+    finally:
+        load.stop = True
+        await runner
+    answered_once(load, servant, served)
+
+
+@pytest.mark.asyncio
+async def test_every_call_is_answered_once_across_moves(serve: Any, clients: Any) -> None:
+    served = serve(max_threads=4)
+    servant = Phased()
+    load = Load(proxies(clients, served.activate(servant), 6))
+    runner = asyncio.ensure_future(load.run(5.0, calls=3000))
+    try:
+        for spec in ("thread_pool(2)", "reactive", "thread_pool(4)", "thread_pool(1)", "reactive", "thread_pool(3)"):
+            await wait_until(lambda: OP in served.strategy.targets)
+            served.on_loop(served.strategy.move, OP, spec, "test")
+            await asyncio.sleep(0.1)
+    finally:
+        load.stop = True
+        await runner
+    assert served.strategy.moves >= 6
+    assert len(load.sent) > 100
+    answered_once(load, servant, served)
+
+
+@pytest.mark.asyncio
+async def test_a_connection_s_calls_start_in_order_when_its_operation_moves_back_inline(
+        serve: Any, clients: Any) -> None:
+    served = serve(decide=_never)
+    servant = Phased()
+    ref = served.activate(servant)
+    (proxy,) = proxies(clients, ref, 1)
+    assert await proxy.work(100) == 100
+    served.on_loop(served.strategy.move, OP, "thread_pool(1)")
+    servant.gate.clear()  # the pool's one thread blocks in the first call; the rest queue behind it
+    early = [asyncio.ensure_future(proxy.work(i)) for i in range(5)]  # 0 blocks, 1-4 queue
+    await wait_until(lambda: served.server.stats().strategies[0].queued == 4)
+    served.on_loop(served.strategy.move, OP, "reactive")
+    late = [asyncio.ensure_future(proxy.work(i)) for i in range(5, 8)]
+    await asyncio.sleep(0.1)
+    assert servant.seen == [100, 0]  # the new calls wait behind the queued ones, not inline ahead of them
+    servant.gate.set()
+    assert await asyncio.gather(*early, *late) == list(range(8))
+    assert servant.seen == [100, *range(8)]
+    await proxy.work(8)  # the queue drained: from now on inline
+    assert served.server.stats().strategies[0].queued == 0
+    assert [(s.old, s.new) for s in served.strategy.switches] == [("reactive", "thread_pool(1)"),
+                                                                   ("thread_pool(1)", "reactive")]
+
+
+@pytest.mark.asyncio
+async def test_coroutine_methods_run_on_the_loop_and_are_not_moved(serve: Any, clients: Any) -> None:
+    served = serve()
+    ref = served.activate(AsyncSink())
+    results = await asyncio.gather(*(p.work(i) for i, p in enumerate(proxies(clients, ref, 4)) for _ in range(5)))
+    assert sorted(results) == sorted(i for i in range(4) for _ in range(5))
+    assert served.strategy.targets == {}
+    assert served.server.stats().strategies[0].threads == 0
+
+
+def test_the_move_needs_the_recommendation_to_hold_and_to_gain() -> None:
+    """Hysteresis alone, driven by a scripted model through the strategy's windows."""
+    answers: list[tuple[str, float, float]] = []  # (spec, its throughput, the current target's)
+
+    def scripted(workload: Workload, current: str) -> tuple[Advice, float]:
+        spec, rate, now = answers.pop(0)
+        return _Rec(spec, rate, "scripted"), now
+
+    strategy = AdaptiveStrategy(hold=2, gain=0.1, create=strategies.create, decide=scripted)
+    from pyorb.server.strategies.adaptive import Observation, _Op
+    op = _Op("X.op", hold=2)
+    seen = Observation(10, 4, 0.001, 0.0, 0.001)
+    script = [("thread_pool(4)", 105.0, 100.0),  # within the gain: no candidate
+              ("thread_pool(4)", 140.0, 100.0),  # streak 1
+              ("reactive", 100.0, 100.0),        # the current target again: streak reset
+              ("thread_pool(4)", 140.0, 100.0),  # streak 1
+              ("thread_pool(4)", 140.0, 100.0)]  # streak 2: moves
+    answers.extend(script)
+    for _ in script:
+        strategy._consider(op, seen)
+    assert (op.target, strategy.moves) == ("thread_pool(4)", 1)
+    answers.append(("thread_pool(64)", 1000.0, 100.0))  # urgent (10x): one window is enough, capped at max_threads
+    strategy._consider(op, seen)
+    assert op.target == "thread_pool(32)"
+    strategy._windows += 1
+    answers.append(("thread_pool(4)", 300.0, 100.0))  # back to where it came from, soon: flapping
+    strategy._consider(op, seen)
+    assert op.target == "thread_pool(4)" and op.hold == 4  # needs 4 windows from now on
+    answers.extend([("thread_pool(32)", 1000.0, 100.0)] * 3)
+    for _ in range(3):
+        strategy._consider(op, seen)
+    assert op.target == "thread_pool(4)"  # 3 windows < 4, urgent or not
+    strategy.close()
+
+
+def test_delay_is_blocking_not_preemption_nor_the_gil() -> None:
+    from pyorb.server.strategies.adaptive import _Op
+    strategy = AdaptiveStrategy(create=strategies.create, decide=_never)
+    op = _Op("X.op")
+    strategy.finished(op, 0.003, 0.001, strategy.servant_cpu, False)  # preempted 2 ms: it never waited
+    assert op.delay == 0.0
+    strategy.finished(op, 0.003, 0.001, strategy.servant_cpu, True)  # blocked 2 ms, nothing else ran
+    assert op.delay == pytest.approx(0.002)
+    strategy.finished(op, 0.003, 0.001, strategy.servant_cpu - 0.0015, True)  # 1.5 ms of it others held the GIL
+    assert op.delay == pytest.approx(0.0025)
+    assert (op.calls, op.cpu, op.wall) == (3, pytest.approx(0.003), pytest.approx(0.009))
+
+
+class _Rec:
+    def __init__(self, strategy: str, throughput: float, reason: str) -> None:
+        self.strategy, self.throughput, self.reason = strategy, throughput, reason
+
+
+def _never(workload: Workload, current: str) -> tuple[Advice, float]:
+    return _Rec(current, 1.0, "scripted: stay"), 1.0
