@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import struct
@@ -203,16 +204,18 @@ def _total(out: Path) -> int:
     return int(found.group(1))
 
 
-def count(kind: str, calls: int, in_flight: int, out: Path) -> int:
+def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False) -> int:
     """Instructions (callgrind's total Ir) of one run of ``kind`` with ``calls`` calls.
 
     ``pyorb``/``bare``: client and server in the process counted.  ``X-server``:
     only the server is counted, driven by the bare client in another process;
-    ``X-client``: only the client, against the bare server in another process."""
-    result = out / f"{kind}-{calls}.callgrind"
+    ``X-client``: only the client, against the bare server in another process.
+    ``pure``: the counted process runs pyorb without its compiled accelerator."""
+    result = out / f"{kind}-{calls}{'-pure' if pure else ''}.callgrind"
+    env = {**os.environ, "PYORB_NO_EXTENSIONS": "1"} if pure else None
     if kind.endswith("-server"):
         server = subprocess.Popen([*_callgrind(result), *_inner(kind, 0, 0)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         try:
             assert server.stdout is not None and server.stdin is not None
             target = server.stdout.readline().strip()
@@ -231,7 +234,7 @@ def count(kind: str, calls: int, in_flight: int, out: Path) -> int:
             assert server.stdout is not None
             target = server.stdout.readline().strip()
             subprocess.run([*_callgrind(result), *_inner(kind, calls, in_flight, target)], check=True,
-                           capture_output=True, timeout=3600)
+                           capture_output=True, timeout=3600, env=env)
         finally:
             if server.stdin is not None:
                 server.stdin.close()
@@ -240,7 +243,7 @@ def count(kind: str, calls: int, in_flight: int, out: Path) -> int:
                 server.stdout.close()
         return _total(result)
     subprocess.run([*_callgrind(result), *_inner(kind, calls, in_flight)], check=True, capture_output=True,
-                   timeout=3600)
+                   timeout=3600, env=env)
     return _total(result)
 
 
@@ -248,6 +251,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, nargs=2, default=[2000, 8000], metavar=("N1", "N2"))
     parser.add_argument("--in-flight", type=int, default=100)
+    parser.add_argument("--pure", action="store_true",
+                        help="also count pyorb without its compiled accelerator (PYORB_NO_EXTENSIONS=1)")
     parser.add_argument("--alone", action="store_true",
                         help="also count the server alone and the client alone (each against the bare peer)")
     parser.add_argument("--inner", choices=("pyorb", "bare", "pyorb-server", "bare-server", "pyorb-client",
@@ -270,20 +275,32 @@ def main() -> None:
     if ns.alone:
         pairs += [("server alone (bare client in another process)", "bare-server", "pyorb-server"),
                   ("client alone (bare server in another process)", "bare-client", "pyorb-client")]
-    per_call: dict[str, float] = {}
+    import pyorb
+
+    compiled = pyorb.accelerated()
+    # (kind, pure): pyorb as installed, and (with --pure, if that was compiled) without its accelerator.
+    variants = [(False, "compiled" if compiled else "pure Python")]
+    if ns.pure and compiled:
+        variants.append((True, "pure Python"))
+    per_call: dict[tuple[str, bool], float] = {}
     with tempfile.TemporaryDirectory(prefix="pyorb-instructions-") as tmp:
-        for _, *kinds in pairs:
-            for kind in kinds:
-                low, high = count(kind, n1, ns.in_flight, Path(tmp)), count(kind, n2, ns.in_flight, Path(tmp))
-                per_call[kind] = (high - low) / (n2 - n1)
+        for _, bare, kind in pairs:
+            for what, pure in [(bare, False), *((kind, p) for p, _ in variants)]:
+                low = count(what, n1, ns.in_flight, Path(tmp), pure)
+                high = count(what, n2, ns.in_flight, Path(tmp), pure)
+                per_call[what, pure] = (high - low) / (n2 - n1)
     table = Table(title=f"instructions per round trip (callgrind), {ns.in_flight} in flight, calls {n1} and {n2}")
     for column in ("what is counted", "workload", "instructions per call", "ratio to bare"):
         table.add_column(column, justify="left" if column in ("what is counted", "workload") else "right")
-    for title, bare, pyorb in pairs:
-        for kind in (bare, pyorb):
-            table.add_row(title if kind == bare else "", kind.split("-")[0], f"{per_call[kind]:,.0f}",
-                          f"{per_call[kind] / per_call[bare]:.2f}")
+    for title, bare, kind in pairs:
+        floor = per_call[bare, False]
+        table.add_row(title, "bare", f"{floor:,.0f}", "1.00")
+        for pure, label in variants:
+            table.add_row("", f"pyorb ({label})", f"{per_call[kind, pure]:,.0f}", f"{per_call[kind, pure] / floor:.2f}")
     Console(width=150).print(table)
+    from pyorb import _accelerator
+
+    print(f"pyorb accelerator: {_accelerator.status()}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,19 @@ _EXPORTS = {
     "load_idl": "pyorb.idl",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "accelerated"])
+
+
+def accelerated() -> bool:
+    """True if this process runs pyorb's compiled accelerator (C twins of its per-message
+    functions, built at install), False if pure Python.
+
+    ``pyorb._accelerator.status()`` says why; ``PYORB_NO_EXTENSIONS=1`` in the
+    environment selects pure Python.
+    """
+    from pyorb import _accelerator
+
+    return _accelerator.status().compiled
+
 
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

@@ -77,7 +77,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
 
 
 # Standard-library helpers of the package itself that any layer may use.
-FOUNDATION = ("pyorb._lazy",)
+FOUNDATION = ("pyorb._lazy", "pyorb._accelerator")
 
 
 def target_layer(imported: str) -> str | None:

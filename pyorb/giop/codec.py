@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, Literal, NamedTuple, Union
 
+from pyorb import _accelerator
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import (
@@ -848,3 +849,22 @@ __all__ = [
     "message_error",
     "parse_header",
 ]
+
+
+# The Python originals of the functions that have C twins (tests/giop/test_cframing.py compares them).
+_PYTHON_TWINS: dict[str, Callable[..., object]] = {
+    "parse_header": parse_header,
+    "_decode_request_12_fast": _decode_request_12_fast,
+    "_decode_reply_12_fast": _decode_reply_12_fast,
+    "encode_reply_12": encode_reply_12,
+    "encode_request_12": encode_request_12,
+}
+# With the compiled accelerator, the C twins take their place.
+if _accelerator.status().compiled:
+    from pyorb.giop._cframing import (  # noqa: E402  (they read this module's tables)
+        _decode_reply_12_fast,
+        _decode_request_12_fast,
+        encode_reply_12,
+        encode_request_12,
+        parse_header,
+    )

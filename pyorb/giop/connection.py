@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
+from pyorb import _accelerator
+from pyorb.giop import codec
 from pyorb.giop.codec import (
     HEADER_SIZE,
     Header,
@@ -106,6 +108,7 @@ _OTHER_ROLE = {Role.CLIENT: Role.SERVER, Role.SERVER: Role.CLIENT}
 _FRAGMENT = MsgType.FRAGMENT
 _FRAGMENT_CODE = int(MsgType.FRAGMENT)
 _REQUEST = MsgType.REQUEST
+_REPLY = MsgType.REPLY
 
 # GIOP 1.1 allows a single train at a time, so it needs no request id key.
 _GIOP_1_1_TRAIN = None
@@ -349,6 +352,9 @@ class GIOPConnection:
 
     def _next_event(self) -> Event:
         while True:
+            msg = _next_common(self)
+            if msg is not None:
+                return msg
             hdr = self._ready_header()
             if hdr is None:
                 return self._starved()
@@ -498,6 +504,48 @@ class GIOPConnection:
         return _with_fragment_starts(msg, train.starts)
 
 
+def _next_common(conn: GIOPConnection) -> Message | None:
+    """The next message if it is the common case, else None with nothing changed.
+
+    The common case: a whole GIOP 1.2 Request or Reply in the buffer, not
+    fragmented, that the role may receive, within the size limit, and that
+    the codec's fast decoders take (a Request's service contexts only once
+    the code sets are fixed).  It is what ``_ready_header``, ``_check_header``,
+    ``_consume`` and ``decode_body`` would return for it, in one step; every
+    other message, and every error, is theirs to handle.
+    """
+    if conn._header is not None or conn._trains:
+        return None
+    buf, pos = conn._buf, conn._pos
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    fields = codec._HEADER_TABLE.get(bytes(buf[pos : pos + 8]))
+    if fields is None:
+        return None
+    version, little, more, msg_type, order = fields
+    if more or version != GIOP_1_2 or msg_type not in conn._receives:
+        return None
+    size = int.from_bytes(buf[pos + 8 : pos + 12], order)
+    end = pos + HEADER_SIZE + size
+    if size > conn.max_message_size or end > len(buf):
+        return None
+    with memoryview(buf) as view, view[pos + HEADER_SIZE : end] as body:
+        msg: Message | None
+        if msg_type is _REQUEST:
+            msg = request = codec._decode_request_12_fast(body, little)
+            if request is not None and request.service_contexts and not conn.code_sets_chosen:
+                return None
+        elif msg_type is _REPLY:
+            msg = codec._decode_reply_12_fast(body, little)
+        else:
+            return None
+    if msg is not None:
+        conn.peer_version = version
+        conn.peer_little_endian = little
+        conn._pos = end
+    return msg
+
+
 def _with_fragment_starts(msg: Message, starts: list[int]) -> Message:
     """Record where GIOP 1.1 fragment payloads began, relative to ``msg.body``."""
     if not starts or not isinstance(msg, (Request, Reply)):
@@ -512,3 +560,10 @@ def _read_ulong(data: bytearray | memoryview, offset: int, little_endian: bool) 
 
 
 __all__ = ["GIOPConnection", "Role"]
+
+
+# The Python original of the function with a C twin (tests/giop/test_cframing.py compares them).
+_PYTHON_TWINS: dict[str, Callable[..., object]] = {"_next_common": _next_common}
+# With the compiled accelerator, the C twin takes its place.
+if _accelerator.status().compiled:
+    from pyorb.giop._cframing import _next_common  # noqa: E402

@@ -9,7 +9,7 @@ once (with UTF-8 as the native char code set) before either is called.
 from __future__ import annotations
 
 import threading
-from typing import Any, cast
+from typing import Any, Callable
 
 import _omnipy
 from omniORB import CORBA
@@ -35,12 +35,8 @@ def ensure_orb() -> CORBA.ORB:
     return _orb
 
 
-# Sizes of the primitive kinds, for the padding-free check below.
-
-
-def cdr_marshal(desc: Descriptor, value: Any, little_endian: bool) -> bytes:
-    return cast(bytes, _omnipy.cdrMarshal(desc, value, little_endian))
-
-
-def cdr_unmarshal(desc: Descriptor, data: bytes, little_endian: bool) -> Any:
-    return _omnipy.cdrUnmarshal(desc, data, little_endian)
+# The C functions themselves, typed: a Python wrapper around each cost a call per value on every call.
+cdr_marshal: Callable[[Descriptor, Any, bool], bytes] = _omnipy.cdrMarshal
+"""``cdr_marshal(desc, value, little_endian)``: the encoding of ``value`` at stream offset 0."""
+cdr_unmarshal: Callable[[Descriptor, bytes, bool], Any] = _omnipy.cdrUnmarshal
+"""``cdr_unmarshal(desc, data, little_endian)``: the value encoded in ``data`` from stream offset 0."""

@@ -63,6 +63,16 @@ AsyncServerFactory = Callable[..., Awaitable[RunningServer]]
 ProcessFactory = Callable[..., ServerProcess]
 
 
+def pytest_report_header() -> str:
+    """Which implementation of pyorb's per-call path the tests run: compiled or pure Python, and why."""
+    from pyorb import _accelerator
+
+    status = _accelerator.status()
+    if status.compiled:
+        return f"pyorb: compiled accelerator ({status.compiler}, {status.reason})"
+    return f"pyorb: pure Python ({status.reason})"
+
+
 # -- pyorb in this process ---------------------------------------------------------
 
 

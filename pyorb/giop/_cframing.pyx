@@ -1,0 +1,276 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""GIOP framing in C: compiled twins of the per-message functions of :mod:`pyorb.giop.codec`.
+
+``codec`` replaces its own ``parse_header``, ``encode_request_12``,
+``encode_reply_12``, ``_decode_request_12_fast`` and ``_decode_reply_12_fast``
+with these when the compiled accelerator is in use (``pyorb._accelerator``).
+Each reads and writes the bytes directly instead of going through
+``struct`` and slices, and returns exactly what its Python twin returns.
+``connection`` likewise takes ``_next_common``, the common message framed
+and decoded in one step.
+Anything but the common case (an error to explain, a number out of range,
+a buffer of an unusual type) is handed to the Python twin, so errors and
+their messages come from one place; tests/giop/test_cframing.py checks the
+two agree on generated and malformed input.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport uint8_t, uint32_t
+from libc.string cimport memcpy, memset
+
+# codec imports this module at its very end, so every name used here is defined by then.
+from pyorb.giop import codec as _codec
+
+cdef object _py_parse_header = _codec.parse_header
+cdef object _py_decode_request = _codec._decode_request_12_fast
+cdef object _py_encode_request = _codec.encode_request_12
+cdef object _py_encode_reply = _codec.encode_reply_12
+cdef object _Header = _codec.Header
+cdef object _new_tuple = tuple.__new__
+cdef object _build_request = _codec._build_request
+cdef object _build_reply = _codec._build_reply
+cdef object _ServiceContext = _codec.ServiceContext
+cdef object _GIOP_1_2 = _codec.GIOP_1_2
+cdef tuple _REPLY_STATUSES = _codec._REPLY_STATUSES
+cdef object _EMPTY = ()
+cdef int _REQUEST = int(_codec.MsgType.REQUEST)
+cdef int _REPLY = int(_codec.MsgType.REPLY)
+
+
+cdef list _header_entries():
+    """codec's table of valid headers, indexed by (minor, flags, type) instead of 8 bytes."""
+    cdef list entries = [None] * (3 * 4 * 8)
+    for prefix, (version, little, more, msg_type, _order) in _codec._HEADER_TABLE.items():
+        if version[0] == 1 and 0 <= version[1] <= 2 and prefix[6] < 4 and prefix[7] < 8:
+            entries[(version[1] * 4 + prefix[6]) * 8 + prefix[7]] = (version, little, more, msg_type)
+    return entries
+
+
+cdef list _HEADERS = _header_entries()
+
+
+cdef inline uint32_t _u32(const uint8_t* p, bint little) noexcept nogil:
+    if little:
+        return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline void _put_u32(uint8_t* p, uint32_t v, bint little) noexcept nogil:
+    if little:
+        p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; p[2] = (v >> 16) & 0xFF; p[3] = v >> 24
+    else:
+        p[0] = v >> 24; p[1] = (v >> 16) & 0xFF; p[2] = (v >> 8) & 0xFF; p[3] = v & 0xFF
+
+
+cdef inline void _giop_12_header(uint8_t* p, int msg_type, uint32_t size, bint little) noexcept nogil:
+    memcpy(p, b"GIOP\x01\x02", 6)
+    p[6] = 1 if little else 0
+    p[7] = msg_type
+    _put_u32(p + 8, size, little)
+
+
+def parse_header(data, Py_ssize_t offset=0):
+    """The compiled twin of ``codec.parse_header``."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef object entry = None
+    cdef uint32_t size = 0
+    if offset < 0:
+        return _py_parse_header(data, offset)
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if view.len - offset >= 12:
+            p = <const uint8_t*>view.buf + offset
+            if (p[0] == 71 and p[1] == 73 and p[2] == 79 and p[3] == 80 and p[4] == 1 and p[5] <= 2
+                    and p[6] < 4 and p[7] < 8):  # b"GIOP", 1.0 to 1.2
+                entry = _HEADERS[(p[5] * 4 + p[6]) * 8 + p[7]]
+                if entry is not None:
+                    size = _u32(p + 8, p[6] & 1)
+    finally:
+        PyBuffer_Release(&view)
+    if entry is None:
+        return _py_parse_header(data, offset)  # it says what is wrong
+    version, little, more, msg_type = <tuple>entry
+    return _new_tuple(_Header, (version, little, more, msg_type, size))
+
+
+cdef object _request_at(const uint8_t* d, Py_ssize_t n, bint little):
+    """A GIOP 1.2 Request body (KeyAddr) at ``d``, or None for the general decoder."""
+    cdef Py_ssize_t end, p, key_len, op_len, count, length, start, i
+    cdef uint32_t context_id
+    if n < 16 or (d[8] | d[9]) != 0:  # the TargetAddress discriminator: KeyAddr is 0 in either byte order
+        return None
+    key_len = _u32(d + 12, little)
+    end = 16 + key_len
+    p = (end + 3) & ~3
+    if p + 4 > n:
+        return None
+    key = PyBytes_FromStringAndSize(<const char*>d + 16, key_len)
+    op_len = _u32(d + p, little)
+    p += 4
+    end = p + op_len
+    if op_len == 0 or end + 4 > n or d[end - 1] != 0:
+        return None
+    try:
+        operation = PyUnicode_DecodeUTF8(<const char*>d + p, op_len - 1, NULL)
+    except UnicodeDecodeError:
+        return None
+    p = (end + 3) & ~3
+    if p + 4 > n:
+        return None
+    count = _u32(d + p, little)
+    p += 4
+    contexts = _EMPTY
+    if count:
+        if count * 8 > n - p:
+            return None
+        items = []
+        for i in range(count):
+            if p + 8 > n:
+                return None
+            context_id = _u32(d + p, little)
+            length = _u32(d + p + 4, little)
+            p += 8
+            if p + length > n:
+                return None
+            items.append(_ServiceContext(context_id, PyBytes_FromStringAndSize(<const char*>d + p, length)))
+            p = (p + length + 3) & ~3
+        contexts = tuple(items)
+    start = p + ((-(p + 12)) & 7)
+    body = PyBytes_FromStringAndSize(<const char*>d + start, n - start) if start < n else b""
+    return _build_request(_u32(d, little), d[4], key, operation, body, contexts, _GIOP_1_2, little, start + 12)
+
+
+cdef object _reply_at(const uint8_t* d, Py_ssize_t n, bint little):
+    """A GIOP 1.2 Reply body without service contexts at ``d``, or None for the general decoder."""
+    cdef uint32_t status
+    if n < 12:
+        return None
+    status = _u32(d + 4, little)
+    if _u32(d + 8, little) or status > 5:
+        return None
+    body = PyBytes_FromStringAndSize(<const char*>d + 12, n - 12)
+    return _build_reply(_u32(d, little), _REPLY_STATUSES[status], body, _EMPTY, _GIOP_1_2, little, 24)
+
+
+def _decode_request_12_fast(b, bint little):
+    """The compiled twin of ``codec._decode_request_12_fast`` (None: the general decoder decides)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(b, &view, PyBUF_SIMPLE)
+    try:
+        return _request_at(<const uint8_t*>view.buf, view.len, little)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def _decode_reply_12_fast(b, bint little):
+    """The compiled twin of ``codec._decode_reply_12_fast``."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(b, &view, PyBUF_SIMPLE)
+    try:
+        return _reply_at(<const uint8_t*>view.buf, view.len, little)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def _next_common(conn):
+    """The compiled twin of ``connection._next_common``: the common message in one step, else None."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos, n, end
+    cdef uint32_t size
+    cdef bint little
+    cdef int kind
+    if conn._header is not None or conn._trains:
+        return None
+    buf = conn._buf
+    pos = conn._pos
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        n = view.len
+        if pos < 0 or n - pos < 12:
+            return None
+        p = <const uint8_t*>view.buf + pos
+        # GIOP 1.2, no more-fragments flag, a Request (0) or a Reply (1).
+        if not (p[0] == 71 and p[1] == 73 and p[2] == 79 and p[3] == 80 and p[4] == 1 and p[5] == 2
+                and p[6] < 2 and p[7] < 2):
+            return None
+        little = p[6] & 1
+        kind = p[7]
+        entry = _HEADERS[(2 * 4 + p[6]) * 8 + kind]
+        if entry is None or (<tuple>entry)[3] not in conn._receives:
+            return None
+        size = _u32(p + 8, little)
+        end = pos + 12 + size
+        if size > conn.max_message_size or end > n:
+            return None
+        if kind == _REQUEST:
+            msg = _request_at(p + 12, size, little)
+            if msg is not None and msg.service_contexts and not conn.code_sets_chosen:
+                return None
+        else:
+            msg = _reply_at(p + 12, size, little)
+    finally:
+        PyBuffer_Release(&view)
+    if msg is not None:
+        conn.peer_version = _GIOP_1_2
+        conn.peer_little_endian = little
+        conn._pos = end
+    return msg
+
+
+def encode_reply_12(request_id, status, body, little_endian):
+    """The compiled twin of ``codec.encode_reply_12``."""
+    if (type(body) is not bytes or type(request_id) is not int or not 0 <= request_id <= 0xFFFFFFFF
+            or not isinstance(status, int) or not 0 <= status <= 5 or type(little_endian) is not bool
+            or len(body) > 0xFFFFFFFF - 12):
+        return _py_encode_reply(request_id, status, body, little_endian)
+    cdef bint little = bool(little_endian)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(body)
+    out = PyBytes_FromStringAndSize(NULL, 24 + size)
+    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+    _giop_12_header(p, _REPLY, <uint32_t>(12 + size), little)
+    _put_u32(p + 12, <uint32_t>request_id, little)
+    _put_u32(p + 16, <uint32_t>status, little)
+    _put_u32(p + 20, 0, little)
+    if size:
+        memcpy(p + 24, PyBytes_AS_STRING(body), size)
+    return out
+
+
+def encode_request_12(request_id, response_flags, object_key, operation, body, little_endian):
+    """The compiled twin of ``codec.encode_request_12``."""
+    if (type(object_key) is not bytes or type(operation) is not str or type(body) is not bytes
+            or type(request_id) is not int or not 0 <= request_id <= 0xFFFFFFFF
+            or type(response_flags) is not int or not 0 <= response_flags <= 255
+            or type(little_endian) is not bool or len(object_key) > 0xFFFFFF or len(body) > 0xFFFFFF00
+            or len(operation) > 0xFFFFFF):
+        return _py_encode_request(request_id, response_flags, object_key, operation, body, little_endian)
+    op = (<str>operation).encode("utf-8")
+    cdef bint little = bool(little_endian)
+    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
+    cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op)
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
+    cdef Py_ssize_t pad = -key_len & 3
+    cdef Py_ssize_t chars_end = 28 + key_len + pad + 4 + op_len
+    # After the characters: the NUL, padding to 4, an empty ServiceContextList, and padding to 8 before a body.
+    cdef Py_ssize_t end = chars_end + 1
+    end += -end & 3
+    end += 4
+    if body_len:
+        end += -end & 7
+    out = PyBytes_FromStringAndSize(NULL, end + body_len)
+    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+    memset(p, 0, end)
+    _giop_12_header(p, _REQUEST, <uint32_t>(end + body_len - 12), little)
+    _put_u32(p + 12, <uint32_t>request_id, little)
+    p[16] = <uint8_t>response_flags
+    _put_u32(p + 24, <uint32_t>key_len, little)
+    memcpy(p + 28, PyBytes_AS_STRING(object_key), key_len)
+    _put_u32(p + 28 + key_len + pad, <uint32_t>(op_len + 1), little)
+    memcpy(p + chars_end - op_len, PyBytes_AS_STRING(op), op_len)
+    if body_len:
+        memcpy(p + end, PyBytes_AS_STRING(body), body_len)
+    return out

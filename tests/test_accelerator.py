@@ -1,0 +1,132 @@
+"""The compiled accelerator (issue #15): the choice at import, the fallback, and what runs.
+
+CI runs the suite twice: first after ``pip install -e .`` built the
+extensions, with ``PYORB_EXPECT_ACCELERATED=1``; then the protocol, server
+and client tests with ``PYORB_NO_EXTENSIONS=1`` and
+``PYORB_EXPECT_ACCELERATED=0``.  So a build that silently fell back, or a
+fallback that silently ran compiled code, fails here.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pyorb
+from pyorb import _accelerator
+from pyorb.giop import codec
+
+ROOT = Path(__file__).resolve().parents[1]
+TWINS = ("parse_header", "encode_request_12", "encode_reply_12", "_decode_request_12_fast", "_decode_reply_12_fast")
+
+
+def test_the_codec_runs_the_chosen_implementation() -> None:
+    for name in TWINS:
+        function = getattr(codec, name)
+        if pyorb.accelerated():
+            assert function is not codec._PYTHON_TWINS[name] and type(function).__name__ != "function", name
+        else:
+            assert function is codec._PYTHON_TWINS[name], name
+
+
+def test_the_state_ci_expects() -> None:
+    expected = os.environ.get("PYORB_EXPECT_ACCELERATED")
+    if expected is None:
+        pytest.skip("PYORB_EXPECT_ACCELERATED is not set (CI sets it)")
+    assert pyorb.accelerated() == (expected == "1"), _accelerator.status()
+
+
+def test_no_extensions_means_pure_python() -> None:
+    code = (
+        "import sys, pyorb, pyorb._accelerator as a\n"
+        "from pyorb.giop import codec\n"
+        "assert not pyorb.accelerated(), a.status()\n"
+        "assert a.status().reason == 'PYORB_NO_EXTENSIONS=1', a.status()\n"
+        "assert codec.parse_header is codec._PYTHON_TWINS['parse_header']\n"
+        "assert 'pyorb.giop._cframing' not in sys.modules\n"
+    )
+    env = {**os.environ, "PYORB_NO_EXTENSIONS": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT, timeout=120)
+
+
+def _fake_build(root: Path) -> Path:
+    """A package tree with every native source, an (empty) extension for each and a matching manifest."""
+    hashes = {}
+    for name in _accelerator.NATIVE:
+        source = _accelerator.source_path(name, root)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(f"# {name}\n")
+        source.with_name(source.stem + importlib.machinery.EXTENSION_SUFFIXES[0]).write_bytes(b"")
+        hashes[name] = _accelerator.source_hash(source)
+    (root / _accelerator.MANIFEST).write_text(json.dumps({"compiler": "Cython 9", "modules": hashes}))
+    return _accelerator.source_path(_accelerator.NATIVE[0], root)
+
+
+def test_a_complete_fresh_build_is_used(tmp_path: Path) -> None:
+    _fake_build(tmp_path)
+    status = _accelerator.decide(tmp_path, {})
+    assert status.compiled and status.compiler == "Cython 9"
+    assert not _accelerator.decide(tmp_path, {"PYORB_NO_EXTENSIONS": "1"}).compiled
+    assert _accelerator.decide(tmp_path, {"PYORB_NO_EXTENSIONS": "0"}).compiled
+
+
+def test_an_edited_source_makes_the_build_stale(tmp_path: Path) -> None:
+    source = _fake_build(tmp_path)
+    source.write_text(source.read_text() + "# edited\n")
+    status = _accelerator.decide(tmp_path, {})
+    assert not status.compiled and status.reason.startswith("stale build") and source.name in status.reason
+
+
+def test_a_missing_extension_or_manifest_means_pure_python(tmp_path: Path) -> None:
+    assert _accelerator.decide(tmp_path, {}).reason.startswith("not built")
+    source = _fake_build(tmp_path)
+    source.with_name(source.stem + importlib.machinery.EXTENSION_SUFFIXES[0]).unlink()
+    assert _accelerator.decide(tmp_path, {}).reason.startswith("incomplete build")
+    (tmp_path / _accelerator.MANIFEST).write_text("{not json")
+    assert _accelerator.decide(tmp_path, {}).reason.startswith("unreadable")
+
+
+def test_a_stale_build_warns_once_and_runs_pure_python(tmp_path: Path) -> None:
+    """An edited .pyx in a checkout that was not rebuilt: pyorb says so and never runs the old C code."""
+    package = tmp_path / "pyorb"
+    shutil.copytree(ROOT / "pyorb", package, ignore=shutil.ignore_patterns("__pycache__"))
+    source = _accelerator.source_path(_accelerator.NATIVE[0], package)
+    source.write_text(source.read_text() + "\n# edited\n")
+    code = "import pyorb, pyorb.giop.codec as c; print(pyorb.accelerated(), c.parse_header is c._PYTHON_TWINS['parse_header'])"
+    env = {k: v for k, v in os.environ.items() if k != "PYORB_NO_EXTENSIONS"}
+    shown = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)},
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert shown.stdout.split() == ["False", "True"]
+    if (ROOT / "pyorb" / _accelerator.MANIFEST).exists():  # built here: the copy's build is now stale
+        assert shown.stderr.count("stale build") == 1, shown.stderr
+
+
+def test_build_without_a_compiler_installs_pure_python(tmp_path: Path) -> None:
+    """build.py in a copy of the package, with no C compiler to be found: it exits 0 and builds nothing."""
+    extensions = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    shutil.copytree(ROOT / "pyorb", tmp_path / "pyorb",
+                    ignore=shutil.ignore_patterns("__pycache__", _accelerator.MANIFEST, *("*" + s for s in extensions)))
+    shutil.copy(ROOT / "build.py", tmp_path / "build.py")
+    # An extension that shadows a .py (left by some other build) would run instead of the source: build.py removes it.
+    shadow = tmp_path / "pyorb" / "giop" / ("codec" + extensions[0])
+    shadow.write_bytes(b"")
+    env = {**os.environ, "CC": "/nonexistent/cc", "PATH": str(Path(sys.executable).parent)}
+    env.pop("PYORB_NO_EXTENSIONS", None)
+    done = subprocess.run([sys.executable, "build.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no C compiler" in done.stderr
+    assert not shadow.exists()
+    assert not (tmp_path / "pyorb" / _accelerator.MANIFEST).exists()
+    assert not [p for p in (tmp_path / "pyorb").rglob("*") if p.name.endswith(extensions)]
+    code = "import pyorb, pyorb._accelerator as a; assert not pyorb.accelerated(); print(a.status().reason)"
+    shown = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)},
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert shown.stdout.startswith("not built")
