@@ -460,7 +460,16 @@ def header_lines(ns: argparse.Namespace, meta: dict[str, Any]) -> list[str]:
             f"Python {meta['machine']['python']}, "
             f"{meta['machine']['cpus']} CPUs, {meta['machine']['platform']}.",
             f"Load average before: {meta['load_before']}, after: "
-            f"{meta['load_after']}; total {meta['wall_s']:.0f} s."]
+            f"{meta['load_after']}; total {meta['wall_s']:.0f} s.",
+            f"pyorb accelerator (servers and clients inherit it): {accelerator_state()}."]
+
+
+def accelerator_state() -> str:
+    """Compiled or pure Python, and why: the benchmarks' pyorb processes run what this one does."""
+    from pyorb import _accelerator
+
+    status = _accelerator.status()
+    return f"compiled ({status.compiler})" if status.compiled else f"pure Python ({status.reason})"
 
 
 def print_report(ns: argparse.Namespace, meta: dict[str, Any],

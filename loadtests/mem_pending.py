@@ -366,6 +366,9 @@ def report(ns: argparse.Namespace, points: dict[int, list[Point]], bare: dict[in
                       _spread([p.per_client_kib(p.started, p.pending) for p in reps]),
                       _spread(bare[n]) if n in bare else "-")
     Console(width=200).print(table)
+    from pyorb import _accelerator
+
+    print(f"pyorb accelerator (the middle tier inherits it): {_accelerator.status()}")
 
 
 def report_breakdown(probes: list[dict[str, Any]], n: int) -> None:
