@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-NATIVE: tuple[str, ...] = ("pyorb.giop._cframing",)
-"""The modules written for the compiler, each of C twins (``pyorb.giop._cframing``: the codec's)."""
+NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk")
+"""The modules written for the compiler, each of C twins: the GIOP core's per-message functions
+(``pyorb.giop._cframing``) and the padding walk of flat bodies (``pyorb.marshal.layout._cwalk``)."""
 
 MANIFEST = "_accelerator.json"
 """Beside this file: the compiler's version and each native module's source hash, written by ``build.py``."""

@@ -30,7 +30,9 @@ from omniORB import CORBA
 import pyorb
 from pyorb import marshal
 from pyorb.marshal import wide
+from pyorb.marshal import layout
 from pyorb.marshal.layout import CDRLayoutError, UnsupportedTypeError, realign_fragments, zero_padding
+from pyorb.marshal.layout.descriptors import _top
 
 ROOT = Path(__file__).resolve().parents[1]
 ORB = marshal.ensure_orb()
@@ -885,3 +887,42 @@ def test_real_omniorb_giop_1_1_fragment_train() -> None:
     except CORBA.MARSHAL:
         naive = None
     assert naive is None or not same(naive, points)
+
+
+# -- the flat walk and its C twin (pyorb/marshal/layout/_cwalk.pyx) ---------------------
+
+
+FLAT = [name for name in TABLE if layout._flat_plan(_top(TABLE[name], 2)) is not None]
+
+
+def flat_outcome(walk: Callable[..., int], plan: Any, data: bytes, sh: int, le: bool) -> tuple[Any, ...]:
+    buf = bytearray(data)
+    try:
+        result: Any = walk(plan, buf, len(buf), sh, le)
+    except Exception as exc:  # the kind and message are compared
+        result = (type(exc), str(exc))
+    return result, bytes(buf)
+
+
+def test_most_structs_have_a_flat_plan() -> None:
+    assert {"string", "bounded string", "mixed args", "point", "blob"} <= set(FLAT), FLAT
+
+
+@pytest.mark.parametrize("name", FLAT)
+@HYP
+@given(data=st.data(), le=st.booleans(), base=st.integers(0, 7), cut=st.integers(0, 9), where=st.integers(0, 99),
+       value=st.integers(0, 255), noise=st.binary(max_size=40))
+def test_the_flat_walk_twins_agree(name: str, data: st.DataObject, le: bool, base: int, cut: int, where: int,
+                                   value: int, noise: bytes) -> None:
+    """On valid encodings, truncated or altered ones and noise: the same result or error, the same bytes after."""
+    cwalk = pytest.importorskip("pyorb.marshal.layout._cwalk", reason="the compiled accelerator is not built")
+    descs = TABLE[name]
+    plan = layout._flat_plan(_top(descs, 2))
+    dirty = try_reference(descs, data.draw(table_values(name)), le, base, fill=0xA5)
+    encoded = dirty.getvalue() if dirty is not None else noise
+    altered = bytearray(encoded)
+    if altered:
+        altered[where % len(altered)] = value
+    for sample in (encoded, encoded[:max(len(encoded) - cut, 0)], bytes(altered), noise):
+        assert flat_outcome(cwalk._zero_flat, plan, sample, base, le) == flat_outcome(
+            layout._PYTHON_TWINS["_zero_flat"], plan, sample, base, le), (name, sample)
