@@ -16,24 +16,27 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import pyorb
 from pyorb import _accelerator
-from pyorb.giop import codec
+from pyorb.giop import codec, connection
+from pyorb.marshal import layout
 
 ROOT = Path(__file__).resolve().parents[1]
-TWINS = ("parse_header", "encode_request_12", "encode_reply_12", "_decode_request_12_fast", "_decode_reply_12_fast")
 
 
-def test_the_codec_runs_the_chosen_implementation() -> None:
-    for name in TWINS:
-        function = getattr(codec, name)
+@pytest.mark.parametrize("module", [codec, connection, layout], ids=lambda m: m.__name__)
+def test_each_module_runs_the_chosen_implementation(module: Any) -> None:
+    assert module._PYTHON_TWINS
+    for name, original in module._PYTHON_TWINS.items():
+        function = getattr(module, name)
         if pyorb.accelerated():
-            assert function is not codec._PYTHON_TWINS[name] and type(function).__name__ != "function", name
+            assert function is not original and type(function).__name__ != "function", name
         else:
-            assert function is codec._PYTHON_TWINS[name], name
+            assert function is original, name
 
 
 def test_the_state_ci_expects() -> None:
