@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from pyorb.model import Calibration, Station, Workload, predict, recommend, repairman, solve
+from pyorb.model import Calibration, Host, Station, Workload, predict, recommend, repairman, solve
+from pyorb.model import host as host_model
 from pyorb.model.strategies import parse_spec
 from pyorb.server.stats import RecorderSnapshot, ServerStats, Timing
 
@@ -169,3 +170,51 @@ def test_a_calibration_from_the_strategy_benchmark() -> None:
     assert cal.client == pytest.approx(20e-6)
     assert cal.threaded == Calibration().threaded and cal.amh == Calibration().amh  # unclean / not echo: defaults
     assert cal.cores == 4
+
+
+SERVER_MODELS = [("reactive", True, False), ("amh", False, True), ("amh-2", False, True),
+                 ("thread_pool(8)", True, False), ("thread_per_connection", True, True),
+                 ("thread_per_request", True, False), ("threaded", True, False)]
+
+
+@pytest.mark.parametrize("spec, sync, middle", SERVER_MODELS)
+def test_a_host_with_nothing_else_on_it_is_the_server_only_model(spec: str, sync: bool, middle: bool) -> None:
+    w = Workload(clients=40, cpu=0.0005, delay=0.01)
+    alone = predict(spec, w, sync=sync, middle=middle)
+    assert predict(spec, w, sync=sync, middle=middle, host=Host()) == alone
+    assert predict(spec, w, sync=sync, middle=middle, host=Host(cores=8, client=0.0, sink=0.0)) == alone
+    # Clients on the same cores can only take CPU from the server.
+    shared = predict(spec, w, sync=sync, middle=middle, host=Host(cores=2, client=60e-6, sink=40e-6))
+    assert shared.throughput <= alone.throughput * (1 + 1e-9)
+
+
+def test_the_host_model_by_hand() -> None:
+    def gil(s: float) -> Station:
+        return Station("GIL", 1e-3 * s)
+
+    # Two processes (server 1 ms, generator 0.5 ms a call) on two cores never contend: exact MVA of two
+    # queues.  N=1: X = 1/1.5 ms, Q = (2/3, 1/3); N=2: R = 1 ms (1 + 2/3) + 0.5 ms (1 + 1/3), X = 2 / R = 6000/7.
+    assert host_model.throughput(2, 0.0, gil, 1e-3, 1, Host(2, client=0.5e-3)) == pytest.approx(6000 / 7)
+    # One call is in one place at a time: no slowdown at N = 1 whatever the cores.
+    assert host_model.throughput(1, 0.0, gil, 1e-3, 1, Host(1, client=0.5e-3, sink=0.25e-3)) == pytest.approx(
+        1 / 1.75e-3)
+    # Three processes each runnable half the time on two cores: each finds both others runnable with
+    # probability 1/4 and then gets 2/3 of a core: slowdown 1 + 1/4 * (3/2 - 1) = 1.125.
+    assert host_model.slowdowns([0.5, 0.5, 0.5], 2) == pytest.approx([1.125] * 3)
+    assert host_model.slowdowns([1.0, 1.0], 1, background=1.0) == pytest.approx([3.0, 3.0])
+    # Saturated on one core: the server and the generator split it, X -> 1 / (1 ms + 1 ms).
+    assert host_model.throughput(200, 0.0, gil, 1e-3, 1, Host(1, client=1e-3)) == pytest.approx(500, rel=0.01)
+
+
+def test_the_host_takes_the_cores_the_extra_workers_wanted() -> None:
+    w = Workload(clients=150, cpu=0.0, delay=0.0)
+    alone = predict("amh-2", w, sync=False, middle=True).throughput
+    host = Host(cores=2, client=55e-6, sink=40e-6)
+    shared = predict("amh-2", w, sync=False, middle=True, host=host).throughput
+    cal = Calibration()
+    per_call = cal.amh.overhead + cal.forward + host.client + host.sink
+    assert shared < alone and shared <= 2 / per_call * 1.001  # the 2 cores serve all four processes
+    with pytest.raises(ValueError, match="cores"):
+        Host(cores=0)
+    with pytest.raises(ValueError, match="client"):
+        Host(client=-1.0)

@@ -121,3 +121,17 @@ def test_the_worked_example_of_the_docs_is_what_the_command_prints(capsys: pytes
     code, out, _ = plan(capsys, *block[0].split()[3:])
     assert code == 0
     assert out.splitlines() == block[1:]
+
+
+def test_clients_on_the_same_host(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--clients", "150", "--delay", "10ms", "--async", "--middle", "--strategies", "amh,amh-2")
+    code, alone, _ = plan(capsys, *args)
+    assert code == 0 and "host:" not in alone
+    code, shared, _ = plan(capsys, *args, "--client-cpu", "55us", "--sink-cpu", "40us", "--cores", "2")
+    assert code == 0
+    assert "host: 2 cores shared with clients (0.055 ms CPU per call) and a sink (0.04 ms)" in shared
+    # Four processes (two workers, the generator, the sink) on two cores: amh-2 loses its second core.
+    before, after = (int(row(out, "amh-2 *")[2].replace(",", "")) for out in (alone, shared))
+    assert after < 0.8 * before
+    code, _, err = plan(capsys, *args, "--client-cpu", "fast")
+    assert code == 2 and "--client-cpu" in err

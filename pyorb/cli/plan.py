@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pyorb.model import Prediction, Recommendation, Workload, candidates, predict, recommend
+from pyorb.model import Host, Prediction, Recommendation, Workload, candidates, predict, recommend
 
 PLOT_INSTALL = ("--plot needs matplotlib (the loadtest extra): pip install 'pyorb-asyncio[loadtest]', "
                 "or from a checkout: pip install -e '.[loadtest]'")
@@ -98,6 +98,12 @@ def plan_cmd(
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated specs to compare, e.g. "
                                              "'reactive,thread_pool(8),amh-2' (default: the loop, pools, thread "
                                              "per connection and per request, threaded)."),
+    client_cpu: str = typer.Option("0", "--client-cpu", help="CPU per call of clients on the server's own "
+                                   "host (a load generator beside it: about 34us for pyorb's asyncio generator); "
+                                   "they take cores from the server."),
+    sink_cpu: str = typer.Option("0", "--sink-cpu", help="With --middle: CPU per call of the sink on the same "
+                                 "host (about 19us for pyorb's AMH sink)."),
+    cores: int = typer.Option(2, "--cores", min=1, help="With --client-cpu/--sink-cpu: the host's CPU cores."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw throughput and response time against "
                                         "clients into this PNG (needs matplotlib)."),
 ) -> None:
@@ -118,10 +124,14 @@ def plan_cmd(
     workloads = [dataclasses.replace(base, clients=n) for n in (counts or [base.clients])]
     specs = _specs(strategies, workloads[-1])
     sync = not asynchronous
-    rows = [[predict(s, w, sync=sync, middle=middle) for s in specs] for w in workloads]
-    recs = [recommend(w, sync=sync) if strategies is None and not middle else
-            _best(w, specs, sync, middle) for w in workloads]
+    host = Host(cores, duration(client_cpu, "--client-cpu"), duration(sink_cpu, "--sink-cpu") if middle else 0.0)
+    rows = [[predict(s, w, sync=sync, middle=middle, host=host) for s in specs] for w in workloads]
+    recs = [recommend(w, sync=sync, host=host) if strategies is None and not middle else
+            _best(w, specs, sync, middle, host) for w in workloads]
     _print(out, base, sync, middle, workloads, specs, rows, recs)
+    if not host.server_only:
+        out.print(f"host: {cores} cores shared with clients ({_ms(host.client)} ms CPU per call)"
+                  + (f" and a sink ({_ms(host.sink)} ms)" if host.sink else ""))
     if plot is not None:
         draw(plot, [w.clients for w in workloads], specs, rows)
         out.print(f"plot: {plot}")
@@ -136,10 +146,10 @@ def _specs(text: Optional[str], workload: Workload) -> list[str]:
     return specs
 
 
-def _best(w: Workload, specs: Sequence[str], sync: bool, middle: bool) -> Recommendation:
+def _best(w: Workload, specs: Sequence[str], sync: bool, middle: bool, host: Host) -> Recommendation:
     if not middle:
-        return recommend(w, strategies=specs, sync=sync)
-    preds = sorted((predict(s, w, sync=sync, middle=True) for s in specs), key=lambda p: -p.throughput)
+        return recommend(w, strategies=specs, sync=sync, host=host)
+    preds = sorted((predict(s, w, sync=sync, middle=True, host=host) for s in specs), key=lambda p: -p.throughput)
     top = preds[0]
     return Recommendation(top.strategy, top.threads, top.throughput, top.response,
                           "the highest predicted throughput of the middle tier", tuple(preds))

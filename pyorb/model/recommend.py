@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+from pyorb.model.host import Host
 from pyorb.model.strategies import DEFAULT, LOOP, Calibration, Prediction, Workload, parse_spec, predict
 
 POOL_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
@@ -54,7 +55,7 @@ def candidates(workload: Workload, calibration: Calibration | None = None) -> tu
 
 
 def recommend(workload: Workload, *, strategies: Sequence[str] | None = None,
-              calibration: Calibration | None = None, sync: bool = True) -> Recommendation:
+              calibration: Calibration | None = None, sync: bool = True, host: Host | None = None) -> Recommendation:
     """The strategy with the highest predicted throughput; among those within 2 % of it, the one
     holding the fewest threads, then the simplest.
 
@@ -62,17 +63,19 @@ def recommend(workload: Workload, *, strategies: Sequence[str] | None = None,
     thread that runs it: the loop under ``reactive``/``amh``); ``False`` for
     coroutine or AMH servants, which hold no thread while they wait.  Results
     are cached per argument set; a first call with N ≤ 1000 takes well under
-    a millisecond.
+    a millisecond.  ``host``: clients (and a sink) on the server's own cores
+    (:mod:`pyorb.model.host`; slower, an exact MVA per fixed-point step).
     """
     specs = tuple(strategies) if strategies is not None else candidates(workload, calibration)
     if not specs:
         raise ValueError("no strategies to choose from")
-    return _recommend(workload, specs, calibration or DEFAULT, sync)
+    return _recommend(workload, specs, calibration or DEFAULT, sync, host)
 
 
 @lru_cache(maxsize=1024)
-def _recommend(workload: Workload, specs: tuple[str, ...], cal: Calibration, sync: bool) -> Recommendation:
-    preds = sorted((predict(s, workload, cal, sync=sync) for s in specs), key=lambda p: -p.throughput)
+def _recommend(workload: Workload, specs: tuple[str, ...], cal: Calibration, sync: bool,
+               host: Host | None) -> Recommendation:
+    preds = sorted((predict(s, workload, cal, sync=sync, host=host) for s in specs), key=lambda p: -p.throughput)
     best = preds[0].throughput
     order = _PREFERENCE_SYNC if sync else _PREFERENCE_ASYNC
     near = [p for p in preds if p.throughput >= NEAR_BEST * best]

@@ -30,6 +30,10 @@ mean throughput when the GIL is the only place calls queue inside the
 pool; it ignores that pyorb's loop-side overhead runs before a call waits
 for a thread (a few tens of microseconds a call, small against a delay
 worth pooling for).
+
+With a :class:`~pyorb.model.host.Host`, the clients (and a sink) on the
+server's own cores join the network as single-server queues of their own,
+and the cores' sharing stretches every process's CPU (:mod:`pyorb.model.host`).
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
-from pyorb.model.mva import repairman
+from pyorb.model import host as _host
+from pyorb.model.host import Host
+from pyorb.model.mva import Station, repairman
 
 LOOP = frozenset({"reactive", "amh"})
 """Strategies that run synchronous servant code on the event-loop thread."""
@@ -231,7 +237,7 @@ def parse_spec(spec: str) -> tuple[str, tuple[int, ...]]:
 
 
 def predict(spec: str, workload: Workload, calibration: Calibration | None = None, *, sync: bool = True,
-            middle: bool = False) -> Prediction:
+            middle: bool = False, host: Host | None = None) -> Prediction:
     """The model of strategy ``spec`` under ``workload``.
 
     ``sync``: the servant method is synchronous (it blocks the thread that
@@ -240,16 +246,19 @@ def predict(spec: str, workload: Workload, calibration: Calibration | None = Non
     strategy, holding no thread while it waits.  ``middle``: the server is
     a middle tier whose ``delay`` is its call to a sink (adds
     ``Calibration.forward`` CPU per call, and ``blocking_forward`` for a
-    synchronous one).
+    synchronous one).  ``host``: the CPU the server shares with co-located
+    clients (and a sink), see :mod:`pyorb.model.host`; ``None`` (or a host
+    with nothing else on it) models the server alone.
     """
-    return _predict(spec, workload, calibration or DEFAULT, sync, middle)
+    there = None if host is None or host.server_only else host
+    return _predict(spec, workload, calibration or DEFAULT, sync, middle, there)
 
 
 DEFAULT = Calibration()
 
 
 @lru_cache(maxsize=4096)
-def _predict(spec: str, w: Workload, cal: Calibration, sync: bool, middle: bool) -> Prediction:
+def _predict(spec: str, w: Workload, cal: Calibration, sync: bool, middle: bool, host: Host | None) -> Prediction:
     name, args = parse_spec(spec)
     # A plain servant under "amh" runs exactly as under "reactive": the AMH figure is for AMH servants.
     cost = cal.cost("reactive" if sync and name == "amh" else name)
@@ -260,21 +269,22 @@ def _predict(spec: str, w: Workload, cal: Calibration, sync: bool, middle: bool)
         loop = cal.cost("amh" if name == "amh" else "reactive")
         cpu = w.cpu + loop.overhead + (cal.forward if middle else 0.0)
         if name == "amh" and args:
-            return _workers(spec, w, cpu, think, args[0], cal.cores)
-        return _solve(spec, threads, w, think, w.delay, cpu, None, "GIL queue + async delay")
+            return _workers(spec, w, cpu, think, args[0], cal.cores, host=host)
+        return _solve(spec, threads, w, think, w.delay, cpu, None, "GIL queue + async delay", host)
     if middle and name not in LOOP:
         cpu += cal.blocking_forward
     if name in LOOP:
         if args:  # amh-n: n loops, one per process, each blocked by the delay
-            return _workers(spec, w, cpu + w.delay, think, args[0], cal.cores, blocked=w.delay)
-        return _solve(spec, 0, w, think, 0.0, cpu + w.delay, None, "loop: one server for cpu + delay")
+            return _workers(spec, w, cpu + w.delay, think, args[0], cal.cores, blocked=w.delay, host=host)
+        return _solve(spec, 0, w, think, 0.0, cpu + w.delay, None, "loop: one server for cpu + delay", host,
+                      blocked=w.delay)
     held = cost.handoff + w.delay  # holds the thread, not the GIL
     if name == "thread_per_request":
         cpu += cal.thread_creation
     limit = {"thread_pool": args[0] if args else 8, "locality": args[0] if args else 8, "threaded": 1,
              "thread_per_request": args[0] if args else None}.get(name)
     bound = "no thread limit" if limit is None else f"at most {limit} in service"
-    return _solve(spec, threads, w, think, held, cpu, limit, f"GIL queue + thread-held delay, {bound}")
+    return _solve(spec, threads, w, think, held, cpu, limit, f"GIL queue + thread-held delay, {bound}", host)
 
 
 def _threads(name: str, args: tuple[int, ...], clients: int) -> int:
@@ -288,9 +298,18 @@ def _threads(name: str, args: tuple[int, ...], clients: int) -> int:
 
 
 def _solve(spec: str, threads: int, w: Workload, think: float, delay: float, cpu: float, limit: int | None,
-           model: str) -> Prediction:
-    """Clients with ``think`` in front of {GIL (cpu), delay}, at most ``limit`` calls inside."""
+           model: str, host: Host | None = None, blocked: float = 0.0) -> Prediction:
+    """Clients with ``think`` in front of {GIL (cpu), delay}, at most ``limit`` calls inside.
+
+    ``blocked``: the part of ``cpu`` that is a delay blocking the loop (not CPU: it does not stretch).
+    """
     n = w.clients
+    if host is not None:
+        station = _pool_station(cpu - blocked, blocked, delay, limit, n)
+        if limit is None:  # product form: the delay merges with the think time
+            think += delay
+        x = _host.throughput(n, think, station, cpu - blocked, 1, host)
+        return _prediction(spec, threads, n, x, w.think, cpu, model + " + host CPU")
     if limit is None:  # product form: the delay merges with the think time
         x, _ = repairman(n, think + delay, _single(cpu))
         return _prediction(spec, threads, n, x, w.think, cpu, model)
@@ -301,6 +320,18 @@ def _solve(spec: str, threads: int, w: Workload, think: float, delay: float, cpu
 
     x, _ = repairman(n, think, rate)
     return _prediction(spec, threads, n, x, w.think, cpu, model)
+
+
+def _pool_station(cpu: float, blocked: float, delay: float, limit: int | None, n: int) -> _host.ServerStation:
+    """The server's station with its CPU stretched by s: a GIL queue, or the pool's flow-equivalent server."""
+
+    def station(s: float) -> Station:
+        if limit is None:
+            return Station("GIL", cpu * s + blocked)
+        x_sub = _subnetwork(cpu * s + blocked, delay, min(limit, max(n, 1)))
+        return Station("pool", kind="rate", rate=lambda j: x_sub[min(j, len(x_sub)) - 1])
+
+    return station
 
 
 def _subnetwork(cpu: float, delay: float, k_max: int) -> list[float]:
@@ -315,21 +346,30 @@ def _subnetwork(cpu: float, delay: float, k_max: int) -> list[float]:
 
 
 def _workers(spec: str, w: Workload, demand: float, think: float, n: int, cores: int,
-             blocked: float = 0.0) -> Prediction:
+             blocked: float = 0.0, host: Host | None = None) -> Prediction:
     """n worker processes, each with its own loop and connections (the kernel spreads clients evenly).
 
     More workers than cores share the cores: each gets cores/n of one, which
-    stretches its CPU (``demand - blocked``), not its blocking delay.
+    stretches its CPU (``demand - blocked``), not its blocking delay.  On a
+    ``host`` the workers are n processes among the others there (one
+    n-server station; the host's slowdown replaces cores/n).
     """
-    slow = max(1.0, n / cores)
-    per = (demand - blocked) * slow + blocked
     delay = 0.0 if blocked else w.delay
+    model = f"{n} loops, one per process" + (", each blocked by the delay" if blocked else ", async delay")
+    cpu = demand - blocked
+    if host is not None:
+        def station(s: float) -> Station:
+            return Station("loops", cpu * s + blocked, kind="multi", servers=n)
+
+        x = _host.throughput(w.clients, think + delay, station, cpu, n, host)
+        return _prediction(spec, 0, w.clients, x, w.think, cpu / n, model + " + host CPU")
+    slow = max(1.0, n / cores)
+    per = cpu * slow + blocked
     x = 0.0
     for i in range(n):  # clients split as evenly as integers allow
         share = w.clients // n + (1 if i < w.clients % n else 0)
         x += repairman(share, think + delay, _single(per))[0]
-    model = f"{n} loops, one per process" + (", each blocked by the delay" if blocked else ", async delay")
-    return _prediction(spec, 0, w.clients, x, w.think, (demand - blocked) / max(1, min(n, cores)), model)
+    return _prediction(spec, 0, w.clients, x, w.think, cpu / max(1, min(n, cores)), model)
 
 
 def _single(demand: float) -> Callable[[int], float]:
