@@ -21,6 +21,7 @@ from omniORB import CORBA
 from rich.console import Console
 
 import pyorb
+from pyorb.cli.plan import plan_cmd
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR, parse_reference
 
@@ -313,8 +314,8 @@ def demo_cmd(
 
 # -- plan ------------------------------------------------------------------------
 
-# pyorb.cli.plan and the models import nothing heavy (no omniORB, no matplotlib until --plot).
-app.command("plan")(importlib.import_module("pyorb.cli.plan").plan_cmd)
+# Defined with its options in pyorb.cli.plan, which imports nothing heavy (matplotlib only for --plot).
+app.command("plan")(plan_cmd)
 
 
 # -- loadtest (owned by the load-test package) -------------------------------------
