@@ -13,7 +13,10 @@ servant's demand per call changes at set times after the first call:
 each phase lasting --seconds.  The server counts the replies it makes in
 bins of BIN_S seconds, so every phase's throughput (calls/s) and the whole
 run's come from the same run.  Models: reactive, thread_pool(n) for each
---pools n, thread_per_connection and adaptive (the registry's defaults).
+--pools n, thread_per_connection and --adaptive (adaptive(max_threads=64):
+no cap below the largest fixed pool); or the --models given.  A model
+``pinned:SPEC`` is adaptive held on SPEC: it times calls as adaptive does
+but never moves, so against SPEC it shows the measurement's cost.
 --repeats repetitions with the models' order rotated; medians over the clean
 runs with their min-max spread; each phase's ratio to the best fixed
 strategy's median.  Writes a plot of throughput over time (the median of
@@ -53,7 +56,8 @@ CALL_TIMEOUT_S = 10.0           # the client's per-call timeout
 CLIENT_SLACK_S = 30.0           # start-up and exit on top of the phases
 NORMAL = RunDefaults(seconds=5.0, warmup=0.0, repeats=3)
 QUICK = RunDefaults(seconds=1.0, warmup=0.0, repeats=1)
-ADAPTIVE = "adaptive"
+ADAPTIVE = "adaptive(max_threads=64)"
+PINNED = "pinned:"
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,10 @@ async def serve(spec: str, ns: argparse.Namespace) -> int:
     from pyorb.server import strategies
     from pyorb.server.strategies.adaptive import AdaptiveStrategy
 
-    strategy = strategies.create(spec)
+    if spec.startswith(PINNED):
+        strategy: Any = AdaptiveStrategy(64, create=strategies.create, pin=spec[len(PINNED):])
+    else:
+        strategy = strategies.create(spec)
     counter = PhasedCounter(ns.seconds)
     async with pyorb.Server("127.0.0.1", 0, strategy=strategy) as server:
         key = server.activate(make_servant(counter, demands(ns)), "sink")
@@ -167,15 +174,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_options(p, NORMAL, QUICK, "a smoke run: 1 s phases, 1 repetition")
     p.add_argument("--clients", type=positive(int), default=16, help="closed-loop client threads (default 16)")
-    p.add_argument("--pools", type=positive(int), nargs="+", default=[4, 16], metavar="N",
-                   help="thread_pool sizes compared (default 4 16)")
+    p.add_argument("--pools", type=positive(int), nargs="+", default=[4, 16, 64], metavar="N",
+                   help="thread_pool sizes compared (default 4 16 64)")
+    p.add_argument("--models", nargs="+", metavar="SPEC",
+                   help="measure exactly these (e.g. reactive pinned:reactive) instead of the default set")
     p.add_argument("--cpu-ms", type=positive(float), default=0.5, help="CPU per call, cpu phase (default 0.5)")
     p.add_argument("--io-ms", type=positive(float), default=5.0, help="sleep per call, io phase (default 5)")
     p.add_argument("--mixed-cpu-ms", type=positive(float), default=0.5,
                    help="CPU per call, mixed phase (default 0.5)")
     p.add_argument("--mixed-io-ms", type=positive(float), default=3.0,
                    help="sleep per call, mixed phase (default 3)")
-    p.add_argument("--adaptive", default=ADAPTIVE, help="the adaptive spec (default: the registry's defaults)")
+    p.add_argument("--adaptive", default=ADAPTIVE, help=f"the adaptive spec (default {ADAPTIVE})")
     p.add_argument("--plot", type=Path, default=ROOT / "docs" / "figures" / "adaptive.png",
                    help="where to write the plot (default docs/figures/adaptive.png)")
     p.add_argument("--serve", metavar="SPEC", help=argparse.SUPPRESS)
@@ -185,12 +194,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def models(ns: argparse.Namespace) -> list[str]:
-    """The fixed strategies, then the adaptive one."""
+    """The fixed strategies, then the adaptive one (or --models)."""
+    if ns.models:
+        return list(ns.models)
     return ["reactive", *(f"thread_pool({n})" for n in ns.pools), "thread_per_connection", ns.adaptive]
 
 
 def fixed(ns: argparse.Namespace) -> list[str]:
-    return [m for m in models(ns) if m != ns.adaptive]
+    return [m for m in models(ns) if m != ns.adaptive and not m.startswith(PINNED)]
 
 
 def server_command(pt: Point, ns: argparse.Namespace) -> list[str]:
@@ -263,7 +274,7 @@ def schedule(rep: int, ns: argparse.Namespace) -> list[Point]:
 def shown(pt: Point, run: Run) -> str:
     """A run's figures in the progress line."""
     res = run.result or {}
-    moves = f", {len(res.get('moves', []))} moves" if pt.model == ADAPTIVE else ""
+    moves = f", {len(res.get('moves', []))} moves" if "adaptive" in pt.model else ""
     return " ".join(f"{p} {rate(res.get(p))}" for p in (*PHASES, "calls_per_s")) + " calls/s" + moves
 
 
@@ -306,6 +317,24 @@ def verdict_table(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> Table
                  ("left", "left", "right", "left", "left"))
 
 
+def overhead_table(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> Table | None:
+    """Each ``pinned:SPEC`` model against SPEC: what adaptive's timing costs when it never moves."""
+    rows = []
+    for m in models(ns):
+        target = m[len(PINNED):]
+        if not m.startswith(PINNED) or target not in by_key:
+            continue
+        cells = []
+        for metric in (*PHASES, "calls_per_s"):
+            a, b = summarize(by_key[m], metric), summarize(by_key[target], metric)
+            cells.append(f"{rate(a.median)} ÷ {rate(b.median)} = {ratio(a.median, b.median)}")
+        rows.append([f"{m} ÷ {target}", *cells])
+    if not rows:
+        return None
+    return Table("The measurement's cost: adaptive pinned to a target ÷ that fixed strategy (medians)",
+                 ["models", *PHASES, "whole run"], rows, ("left", "right", "right", "right", "right"))
+
+
 def moves_note(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> str:
     """The adaptive strategy's moves in each run, in one line."""
     parts = []
@@ -327,6 +356,9 @@ def tables(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> list[Table]:
     verdict = verdict_table(by_key, ns)
     verdict.note = moves_note(by_key, ns)
     tbls.append(verdict)
+    cost = overhead_table(by_key, ns)
+    if cost is not None:
+        tbls.append(cost)
     tbls[0].note = (f"{ns.clients} omniORBpy client threads (loadtests/omni_sink_client.py), one connection "
                     f"each, closed loop, 127.0.0.1; phases of {ns.seconds:g} s from the first call. "
                     + tbls[0].note)

@@ -343,12 +343,112 @@ def test_delay_is_blocking_not_preemption_nor_the_gil() -> None:
     strategy = AdaptiveStrategy(create=strategies.create, decide=_never)
     op = _Op("X.op")
     strategy.finished(op, 0.003, 0.001, strategy.servant_cpu, False)  # preempted 2 ms: it never waited
-    assert op.delay == 0.0
     strategy.finished(op, 0.003, 0.001, strategy.servant_cpu, True)  # blocked 2 ms, nothing else ran
-    assert op.delay == pytest.approx(0.002)
     strategy.finished(op, 0.003, 0.001, strategy.servant_cpu - 0.0015, True)  # 1.5 ms of it others held the GIL
-    assert op.delay == pytest.approx(0.0025)
-    assert (op.calls, op.cpu, op.wall) == (3, pytest.approx(0.003), pytest.approx(0.009))
+    assert [d for _, _, d in op.fresh] == [0.0, pytest.approx(0.002), pytest.approx(0.0005)]
+    strategy.finished(op, 0.001, 0.001, strategy.servant_cpu, False, weight=5)  # stands for 4 untimed calls too
+    assert strategy.servant_cpu == pytest.approx(0.003 + 0.005)
+
+
+def test_a_phase_change_is_judged_on_the_calls_since_the_change() -> None:
+    """A glance whose latest samples all differ sharply restarts the window with them alone."""
+    from pyorb.server.strategies.adaptive import MIN_CALLS, Observation, _Op
+    op = _Op("X.op")
+    op.connections = {1, 2, 3}
+    assert op.shifted([(0.005, 0.0, 0.005)] * 8) is None  # no window seen yet: nothing to differ from
+    op.reference = Observation(40, 3, 0.0005, 0.0, 0.0005)  # the last window: 0.5 ms CPU, no delay
+    noisy = [(0.0006, 0.0006, 0.0), (0.0009, 0.0004, 0.0004)]  # within the floor: noise
+    old, new = [(0.0005, 0.0005, 0.0)] * 3, [(0.005, 0.0, 0.005)] * MIN_CALLS
+    assert op.shifted(noisy * 4) is None
+    assert op.shifted([*old, *new[1:]]) is None  # too few new calls yet
+    assert op.shifted([*new, *old]) is None  # the latest are like the window: no change (an outlier burst)
+    changed = op.shifted([*old, *noisy, *new])
+    assert changed is not None and (changed.calls, changed.clients) == (MIN_CALLS, 3)
+    assert (changed.cpu, changed.delay) == (0.0, pytest.approx(0.005))  # the old calls are left out
+    assert op.samples == new and op.reference == changed
+
+
+def test_a_phase_change_moves_at_once_only_for_a_large_gain() -> None:
+    answers: list[tuple[str, float, float]] = []
+
+    def scripted(workload: Workload, current: str) -> tuple[Advice, float]:
+        spec, rate, now = answers.pop(0)
+        return _Rec(spec, rate, "scripted"), now
+
+    from pyorb.server.strategies.adaptive import Observation, _Op
+    strategy = AdaptiveStrategy(hold=2, create=strategies.create, decide=scripted)
+    op = _Op("X.op", hold=2)
+    op.candidate, op.streak = "thread_pool(4)", 1
+    seen = Observation(4, 8, 0.0, 0.005, 0.005)
+    answers.append(("thread_pool(4)", 140.0, 100.0))  # 1.4x: waits for the windows
+    strategy._consider(op, seen, urgent_only=True)
+    assert (op.target, op.candidate, op.streak) == ("reactive", "thread_pool(4)", 1)  # streak untouched
+    answers.append(("thread_pool(8)", 800.0, 100.0))
+    strategy._consider(op, seen, urgent_only=True)
+    assert op.target == "thread_pool(8)" and "changed over the last 4 calls" in strategy.switches[-1].reason
+    op.hold = 4  # it flapped once: no more moves on one glance, however large the gain
+    answers.append(("thread_pool(32)", 8000.0, 100.0))
+    strategy._consider(op, seen, urgent_only=True)
+    assert op.target == "thread_pool(8)"
+    strategy.close()
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_starts_blocking_leaves_the_loop_within_a_fraction_of_a_window(
+        serve: Any, clients: Any) -> None:
+    served = serve(window=1.0, max_threads=16)  # glances every 0.2 s
+    servant = Phased()
+    load = Load(proxies(clients, served.activate(servant), 8))
+    runner = asyncio.ensure_future(load.run(4.0))
+    try:
+        await asyncio.sleep(1.3)  # fast calls: a window inline, the reference a change differs from
+        assert served.strategy.targets[OP] == "reactive"
+        servant.sleep = 0.005
+        changed = time.monotonic()
+        await wait_until(lambda: served.strategy.targets[OP] != "reactive")
+        first = served.strategy.switches[0]
+        assert first.at - changed < 0.15  # within a glance: judged as the blocking calls return
+        assert first.new == "thread_pool(8)"  # sized for the new calls and every client
+        await asyncio.sleep(0.5)
+        assert served.strategy.moves == 1
+    finally:
+        load.stop = True
+        await runner
+    answered_once(load, servant, served)
+
+
+@pytest.mark.asyncio
+async def test_only_a_sample_of_a_fast_operation_s_calls_is_timed(serve: Any, clients: Any) -> None:
+    from pyorb.server.strategies import adaptive
+    timed: list[int] = []
+    served = serve(window=0.2)
+    original = served.strategy.finished
+
+    def counting(op: Any, wall: float, cpu: float, others0: float, waited: bool, weight: int = 1,
+                 inline: bool = False) -> None:
+        timed.append(weight)
+        original(op, wall, cpu, others0, waited, weight, inline)
+
+    served.strategy.finished = counting  # type: ignore[method-assign]
+    servant = Phased()
+    load = Load(proxies(clients, served.activate(servant), 4))
+    await load.run(1.0, calls=1500)
+    assert len(load.sent) > 3 * len(timed)  # ~40 timed per 0.2 s window, hundreds served
+    assert len(timed) <= adaptive.SAMPLES * (1.0 / 0.2 + 2)
+    assert sum(timed) <= len(load.sent)  # each timed call stands for itself and the untimed ones before it
+    assert served.strategy.last[OP].calls >= adaptive.MIN_CALLS
+    answered_once(load, servant, served)
+
+
+@pytest.mark.asyncio
+async def test_a_pinned_strategy_times_its_calls_but_never_moves(serve: Any, clients: Any) -> None:
+    served = serve(pin="thread_pool(4)")
+    servant = Phased(sleep=0.002)
+    load = Load(proxies(clients, served.activate(servant), 4))
+    await load.run(0.6)
+    assert served.strategy.targets == {OP: "thread_pool(4)"} and served.strategy.moves == 0
+    assert served.strategy.last[OP].delay == pytest.approx(0.002, rel=0.5)
+    answered_once(load, servant, served)
 
 
 class _Rec:

@@ -1,30 +1,45 @@
 """``adaptive``: each operation moves, at run time, to the strategy a queueing model recommends.
 
-Every synchronous servant call of an operation is observed in the thread
-that runs it: wall time and the thread's own CPU time (``time.thread_time``)
-around the upcall.  Wall time minus CPU time is blocking delay plus time
-spent waiting for the GIL; the GIL part is estimated as the servant CPU
-time the strategy's other calls consumed meanwhile (bounded by the gap), so
-that a CPU-bound call stretched by its neighbours in a pool is not mistaken
-for a blocking one; and a call during which the thread never gave up the
-CPU of its own accord (no voluntary context switch, ``RUSAGE_THREAD``) had
-no delay at all, whatever the gap: the OS ran another process meanwhile.
-Every ``window`` seconds each busy operation's figures
-(the clients: connections that called it in the last CLIENT_WINDOWS
-windows; CPU and delay per call) go to :func:`pyorb.model.recommend`; the
-operation moves when the recommendation differs from its current target,
-predicts at least ``gain`` more throughput than the model gives the current
-target, and holds for ``hold`` consecutive windows (one window when the gain
-is 1.5x or more: a blocking call stalling the loop).  A move back to the
-target an operation left shortly before doubles that operation's ``hold``
-(up to :data:`MAX_HOLD`), so a workload the model sees two ways does not
-flap.
+A sample of each operation's synchronous servant calls is timed in the
+thread that runs it: a call is timed when at least ``window / SAMPLES``
+seconds have passed since the operation's last timed call started (so at
+most SAMPLES per window, whatever the rate; every call of a slow one).  A
+timed call reads wall time and the thread's own CPU time
+(``time.thread_time``) around the upcall.  Wall time minus CPU time is
+blocking delay plus time spent waiting for the GIL; the GIL part is
+estimated as the servant CPU time the strategy's other calls consumed
+meanwhile (each timed call standing for the untimed ones before it; bounded
+by the gap), so that a CPU-bound call stretched by its neighbours in a pool
+is not mistaken for a blocking one; and a call during which the thread
+never gave up the CPU of its own accord (no voluntary context switch,
+``RUSAGE_THREAD``) had no delay at all, whatever the gap: the OS ran
+another process meanwhile.  Untimed calls cost a clock read, or nothing.
+
+Every ``window / GLANCES`` seconds (a glance) each operation's new samples
+are checked against its last window: if the latest MIN_CALLS or more of
+them all differ sharply in CPU or delay per call (a phase change), the
+window restarts from those samples alone and the model is asked at once,
+so an operation that starts blocking leaves the loop within a glance or two
+and its first pool is sized for the new calls, not a mix of old and new;
+such a move needs a predicted gain of 1.5x or more.  Otherwise, every
+``window`` seconds each busy operation's figures (the clients: connections
+that called it in the last CLIENT_WINDOWS windows; CPU and delay per call)
+go to :func:`pyorb.model.recommend`; the operation moves when the
+recommendation differs from its current target, predicts at least ``gain``
+more throughput than the model gives the current target, and holds for
+``hold`` consecutive windows (one window when the gain is 1.5x or more: a
+blocking call stalling the loop).  A move back to the target an operation
+left shortly before doubles that operation's ``hold`` (up to
+:data:`MAX_HOLD`) and stops its one-window and one-glance moves, so a
+workload the model sees two ways does not flap.
 
 Targets are ``reactive`` (inline on the loop) and ``thread_pool(n)``, ``n``
 the model's size rounded up to a power of two and capped at
 ``max_threads``; each target is one delegate strategy made by the registry,
 shared by every operation that moves there (a pool left behind keeps its
-idle threads until ``close``).
+idle threads until ``close``).  ``pin`` (not in the registry's spec) keeps
+every operation on one target while still timing it: the measurement's own
+cost, against that fixed strategy.
 
 Guarantees: each call is dispatched to exactly one delegate, so it is
 answered exactly once (as under that delegate) whatever moves happen.  The
@@ -65,11 +80,20 @@ CLIENT_WINDOWS = 4
 """The clients of an operation are the connections that called it in this many recent windows
 (one window of a loop blocked by each call may serve only a few of them)."""
 MIN_CALLS = 4
-"""Calls an operation needs in a window before the model is asked about it."""
+"""Timed calls an operation needs in a window (or a phase change in a glance) before the model is asked."""
 URGENT = 0.5
 """A predicted gain at least this large (1.5x) moves after one window, unless the operation has flapped."""
 BACK_AND_FORTH = 8
 """A move back to the previous target within this many times ``hold`` windows doubles ``hold``."""
+SAMPLES = 40
+"""Calls timed per operation per window, at most (the rest are only counted)."""
+GLANCES = 5
+"""Glances per window: how often new samples are checked for a phase change."""
+SHIFT = 0.5
+"""A sample differs sharply from the last window when its CPU or delay per call differs by this
+fraction of the window's ..."""
+SHIFT_FLOOR = 0.0005
+"""... and by at least this many seconds (timing noise on a shared machine is below it)."""
 _POOL = re.compile(r"thread_pool\((\d+)\)")
 
 
@@ -132,9 +156,10 @@ class Switch:
 
 @dataclass(frozen=True)
 class Observation:
-    """One operation's figures over one window."""
+    """One operation's figures over one window (or the part of it since a phase change)."""
 
     calls: int
+    """Timed calls the figures come from."""
     clients: int
     cpu: float
     """Mean servant CPU seconds per call."""
@@ -143,15 +168,43 @@ class Observation:
     wall: float
     """Mean seconds per call in servant code."""
 
+    def differs(self, cpu: float, delay: float) -> bool:
+        """Whether one call's figures differ sharply from these (a phase change, not noise)."""
+        return (abs(cpu - self.cpu) > max(SHIFT_FLOOR, SHIFT * self.cpu)
+                or abs(delay - self.delay) > max(SHIFT_FLOOR, SHIFT * self.delay))
+
+
+Sample = tuple[float, float, float]
+"""One timed call: (wall, cpu, delay) seconds."""
+
+
+def _mean(samples: list[Sample], clients: int) -> Observation:
+    n = len(samples)
+    return Observation(n, clients, sum(s[1] for s in samples) / n, sum(s[2] for s in samples) / n,
+                       sum(s[0] for s in samples) / n)
+
 
 class _Lane:
-    """A connection's calls of one operation not yet started on ``target``."""
+    """A connection's calls of one operation sent to ``target``, and how many of them have started.
 
-    __slots__ = ("target", "queued")
+    ``sent`` is written by the loop thread only and ``started`` by the
+    threads that run the calls (under the lane's own lock, which the loop
+    never takes: a loop thread blocked on a lock held by a pool thread
+    would queue for the GIL behind every busy thread).  A lane serves one
+    target; a connection whose calls change target gets a new lane.
+    """
+
+    __slots__ = ("target", "sent", "started", "lock")
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self.queued = 0
+        self.sent = self.started = 0
+        self.lock = threading.Lock()
+
+    @property
+    def queued(self) -> bool:
+        """Some of its calls have not started yet."""
+        return self.sent > self.started
 
 
 @dataclass
@@ -160,14 +213,17 @@ class _Op:
 
     name: str
     target: str = INLINE
-    lock: threading.Lock = field(default_factory=threading.Lock)
     lanes: dict[Hashable, _Lane] = field(default_factory=dict)
-    # This window's sums (under lock: probes write them from dispatcher threads).
-    calls: int = 0
-    wall: float = 0.0
-    cpu: float = 0.0
-    delay: float = 0.0
-    connections: set[Hashable] = field(default_factory=set)  # loop thread only
+    # Sampling (loop thread only): the next call starting after ``due`` is timed; ``untimed`` since the last.
+    due: float = 0.0
+    untimed: int = 0
+    # Timed calls since the last glance: appended by probes in any thread (list.append is atomic).
+    fresh: list[Sample] = field(default_factory=list)
+    # This window's (loop thread only).
+    samples: list[Sample] = field(default_factory=list)
+    glances: int = 0
+    reference: Observation | None = None  # the last window's figures: what a phase change differs from
+    connections: set[Hashable] = field(default_factory=set)
     recent: deque[set[Hashable]] = field(default_factory=lambda: deque(maxlen=CLIENT_WINDOWS))
     # Hysteresis.
     candidate: str = ""
@@ -176,49 +232,90 @@ class _Op:
     previous: str = ""
     moved_at: int = -(10**9)  # window number of the last move
 
+    def take(self) -> list[Sample]:
+        """The timed calls since the last glance (or phase change), handed over once."""
+        fresh, self.fresh = self.fresh, []
+        return fresh
+
+    def clients(self) -> int:
+        """Connections that called it in the recent windows and this one (closed loops: one client each)."""
+        return len(self.connections.union(*self.recent))
+
     def observe(self) -> Observation | None:
         """This window's figures (None if too few calls), and start the next window."""
-        with self.lock:
-            calls, wall, cpu, delay = self.calls, self.wall, self.cpu, self.delay
-            self.calls, self.wall, self.cpu, self.delay = 0, 0.0, 0.0, 0.0
+        samples, self.samples, self.glances = self.samples, [], 0
+        clients = self.clients()
         self.recent.append(self.connections)
         self.connections = set()
-        clients = len(set().union(*self.recent))  # closed-loop clients: one connection each
-        if calls < MIN_CALLS:
+        if len(samples) < MIN_CALLS:
             return None
-        return Observation(calls, clients, cpu / calls, delay / calls, wall / calls)
+        self.reference = _mean(samples, clients)
+        return self.reference
+
+    def shifted(self, fresh: list[Sample]) -> Observation | None:
+        """The calls since a phase change, if the latest MIN_CALLS or more of ``fresh`` all differ
+        sharply from the last window: the window then restarts with them."""
+        ref = self.reference
+        if ref is None or len(fresh) < MIN_CALLS:
+            return None
+        since = len(fresh)
+        while since > 0 and ref.differs(fresh[since - 1][1], fresh[since - 1][2]):
+            since -= 1
+        if len(fresh) - since < MIN_CALLS:
+            return None
+        self.samples, self.glances = fresh[since:], 1
+        self.reference = _mean(self.samples, self.clients())
+        return self.reference
 
 
-class _Probe:
-    """Stands in for the servant during one call: times the upcall in the thread that runs it.
+class _Starter:
+    """Stands in for the servant during one untimed call on a pool: marks its lane's call started.
 
-    ``run_sync`` looks the method up on ``call.servant``; the probe answers
-    with itself, puts the real servant back (so that error logs name its
-    class) and runs the method between two clock reads.
+    ``run_sync`` looks the method up on ``call.servant``; the stand-in
+    answers with itself, puts the real servant back (so that error logs
+    name its class) and runs the method.
     """
 
-    __slots__ = ("call", "servant", "op", "owner", "lane")
+    __slots__ = ("call", "servant", "op", "lane")
 
-    def __init__(self, call: Call, op: _Op, owner: AdaptiveStrategy, lane: _Lane | None) -> None:
-        self.call, self.servant, self.op, self.owner, self.lane = call, call.servant, op, owner, lane
+    def __init__(self, call: Call, op: _Op, lane: _Lane | None) -> None:
+        self.call, self.servant, self.op, self.lane = call, call.servant, op, lane
 
     def __getattr__(self, name: str) -> Any:
         return self._run
 
-    def _run(self, *args: Any) -> Any:
-        call, servant, op, owner, lane = self.call, self.servant, self.op, self.owner, self.lane
-        call.servant = servant
+    def _start(self) -> None:
+        self.call.servant = self.servant
+        lane = self.lane
         if lane is not None:
-            with op.lock:
-                if lane.queued > 0:
-                    lane.queued -= 1  # started: later calls of the connection may go elsewhere
+            with lane.lock:
+                lane.started += 1  # later calls of the connection may go elsewhere once all have started
+
+    def _run(self, *args: Any) -> Any:
+        self._start()
+        return getattr(self.servant, self.call.entry.attr)(*args)
+
+
+class _Probe(_Starter):
+    """A timed call: as :class:`_Starter`, and reads the clocks around the upcall."""
+
+    __slots__ = ("owner", "weight", "inline")
+
+    def __init__(self, call: Call, op: _Op, lane: _Lane | None, owner: AdaptiveStrategy, weight: int,
+                 inline: bool) -> None:
+        super().__init__(call, op, lane)
+        self.owner, self.weight, self.inline = owner, weight, inline
+
+    def _run(self, *args: Any) -> Any:
+        self._start()
+        owner = self.owner
         others0 = owner.servant_cpu
         v0, t0, c0 = _waits(), perf_counter(), thread_time()
         try:
-            return getattr(servant, call.entry.attr)(*args)
+            return getattr(self.servant, self.call.entry.attr)(*args)
         finally:
             cpu, wall = thread_time() - c0, perf_counter() - t0
-            owner.finished(op, wall, cpu, others0, _waits() != v0)
+            owner.finished(self.op, wall, cpu, others0, _waits() != v0, self.weight, self.inline)
 
 
 class AdaptiveGauges(Gauges):
@@ -237,7 +334,8 @@ class AdaptiveStrategy:
     See the module docstring for what is observed, when an operation moves
     and what is guaranteed.  ``create`` makes the delegate strategies from
     their specs (the registry's ``create``); ``decide`` replaces the model
-    (tests).  ``targets`` maps each observed operation to its current target,
+    (tests); ``pin`` keeps every operation on that target (still timed).
+    ``targets`` maps each observed operation to its current target,
     ``switches`` keeps the recent moves.
     """
 
@@ -250,6 +348,7 @@ class AdaptiveStrategy:
         *,
         create: Callable[[str], Strategy],
         decide: Decide | None = None,
+        pin: str | None = None,
     ) -> None:
         for what, value in (("max_threads", max_threads), ("hold", hold)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -261,11 +360,15 @@ class AdaptiveStrategy:
         self.name = f"adaptive(max_threads={max_threads}, window={window:g}, hold={hold}, gain={gain:g})"
         self._create = create
         self._decide = decide
+        self._spacing = self.window / SAMPLES
+        self._start = INLINE if pin is None else self._clamp(pin)
+        self._pinned = pin is not None
         self._delegates: dict[str, Strategy] = {}
         self._ops: dict[object, _Op] = {}  # by the call's Recorder: one per operation under this strategy
         self.servant_cpu = 0.0
         """Servant CPU seconds of all finished calls (the GIL estimate reads it)."""
         self._windows = 0
+        self._glances = 0
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self.switches: deque[Switch] = deque(maxlen=256)
@@ -297,45 +400,57 @@ class AdaptiveStrategy:
         lane = op.lanes.get(key)
         counted = None
         if target != INLINE or (lane is not None and lane.queued):  # inline with nothing queued: no bookkeeping
-            with op.lock:
-                if lane is None:
-                    lane = op.lanes[key] = _Lane(target)
-                elif lane.queued:
-                    target = lane.target  # behind its earlier calls still queued there
-                else:
-                    lane.target = target
-                if target != INLINE:
-                    lane.queued += 1
-                    counted = lane
-        call.servant = _Probe(call, op, self, counted)
+            if lane is not None and lane.queued:
+                target = lane.target  # behind its earlier calls still queued there
+            elif lane is None or lane.target != target:
+                lane = op.lanes[key] = _Lane(target)
+            if target != INLINE:
+                lane.sent += 1
+                counted = lane
+        now = perf_counter()
+        if now >= op.due:  # timed: it stands for itself and the untimed calls since the last timed one
+            op.due = now + self._spacing
+            call.servant = _Probe(call, op, counted, self, op.untimed + 1, target == INLINE)
+            op.untimed = 0
+        else:
+            op.untimed += 1
+            if counted is not None:
+                call.servant = _Starter(call, op, counted)
         delegate = self._delegates.get(target) or self._delegate(target)
         return delegate.dispatch(call)
 
-    def finished(self, op: _Op, wall: float, cpu: float, others0: float, waited: bool) -> None:
-        """A probed call returned (any thread): add it to its operation's window.
+    def finished(self, op: _Op, wall: float, cpu: float, others0: float, waited: bool, weight: int = 1,
+                 inline: bool = False) -> None:
+        """A timed call returned (any thread): add it to its operation's samples.
 
         ``waited``: the thread gave up the CPU of its own accord during the
         call (it blocked, or waited for the GIL).  If it did not, the gap
         between wall and CPU time was the OS running something else: no delay.
+        ``weight``: the calls it stands for (itself and the untimed ones before it).
+        ``inline``: it ran on the loop thread, whose timers wait until every ready
+        connection's call has run: a call that starts blocking the loop is
+        checked for a phase change at once, not at the next glance.
         """
         others = self.servant_cpu - others0
-        self.servant_cpu += cpu  # unlocked: a lost update skews one estimate a little, no more
+        self.servant_cpu += cpu * weight  # unlocked: a lost update skews one estimate a little, no more
         delay = 0.0
         if waited:
             gil = min(max(0.0, wall - cpu), others)  # the GIL held by our other calls meanwhile
             delay = max(0.0, wall - cpu - gil)
-        with op.lock:
-            op.calls += 1
-            op.wall += wall
-            op.cpu += cpu
-            op.delay += delay
+        op.fresh.append((wall, cpu, delay))
+        ref = op.reference
+        if inline and ref is not None and delay > ref.delay + SHIFT_FLOOR and not self._closed:
+            changed = op.shifted(op.fresh)
+            if changed is not None:
+                op.fresh = []  # in the restarted window now
+                self._changed(op, changed)
 
     def _new_op(self, call: Call) -> _Op:
         type_id = getattr(type(call.servant), "_NP_RepositoryId", "")
         iface = type_id.split(":")[1].replace("/", "::") if type_id.count(":") >= 2 else type(call.servant).__name__
-        op = self._ops[call.stats] = _Op(f"{iface}.{call.entry.op.name}", hold=self.hold)
+        op = self._ops[call.stats] = _Op(f"{iface}.{call.entry.op.name}", target=self._start, hold=self.hold)
         if self._timer is None and not self._closed:
-            self._timer = call.channel.loop.call_later(self.window, self._tick)
+            self._timer = call.channel.loop.call_later(self.window / GLANCES, self._tick)
         return op
 
     def _delegate(self, spec: str) -> Strategy:
@@ -344,39 +459,73 @@ class AdaptiveStrategy:
 
     # -- every window ------------------------------------------------------------------
     def _tick(self) -> None:
-        self._windows += 1
+        """A glance: each operation's new samples; a window's end every GLANCES glances of an operation."""
+        self._glances += 1
+        if self._glances % GLANCES == 0:
+            self._windows += 1
         for op in list(self._ops.values()):
+            try:
+                self._glance(op)
+            except Exception:  # a failing model must not stop the serving
+                log.exception("adaptive: deciding for %s failed; it stays on %s", op.name, op.target)
+        if not self._closed:
+            self._timer = asyncio.get_running_loop().call_later(self.window / GLANCES, self._tick)
+
+    def _glance(self, op: _Op) -> None:
+        fresh = op.take()
+        op.samples += fresh
+        op.glances += 1
+        if self._changed(op, op.shifted(fresh)):
+            return
+        if op.glances >= GLANCES:
             self._release_lanes(op)
             seen = op.observe()
             if seen is not None:
                 self.last[op.name] = seen
-                try:
+                if not self._pinned:
                     self._consider(op, seen)
-                except Exception:  # a failing model must not stop the serving
-                    log.exception("adaptive: deciding for %s failed; it stays on %s", op.name, op.target)
-        if not self._closed:
-            self._timer = asyncio.get_running_loop().call_later(self.window, self._tick)
+
+    def _changed(self, op: _Op, changed: Observation | None) -> bool:
+        """Judge a phase change, if any (loop thread): a move only for a large gain."""
+        if changed is None:
+            return False
+        self.last[op.name] = changed
+        log.debug("adaptive: %s changed: %.2f ms CPU, %.2f ms delay per call over %d calls",
+                  op.name, changed.cpu * 1e3, changed.delay * 1e3, changed.calls)
+        if not self._pinned:
+            try:
+                self._consider(op, changed, urgent_only=True)
+            except Exception:  # a failing model must not stop the serving
+                log.exception("adaptive: deciding for %s failed; it stays on %s", op.name, op.target)
+        return True
 
     def _release_lanes(self, op: _Op) -> None:
         # A call cancelled before it started never reaches its probe: once
         # the old target has nothing queued, nothing can be waiting there.
-        for lane in list(op.lanes.values()):
+        for key, lane in list(op.lanes.items()):
             if lane.target != op.target and lane.queued:
                 delegate = self._delegates.get(lane.target)
                 if delegate is None or delegate.stats.queued() == 0:
-                    with op.lock:
-                        lane.queued = 0
+                    op.lanes[key] = _Lane(op.target)
 
-    def _consider(self, op: _Op, seen: Observation) -> None:
+    def _consider(self, op: _Op, seen: Observation, urgent_only: bool = False) -> None:
+        """Move ``op`` if the model's choice for ``seen`` gains enough and has held long enough.
+        ``urgent_only`` (a phase change seen in one glance): only a 1.5x gain moves, and the
+        window-by-window agreement (``streak``) is left alone."""
         rec, now = self._decision()(self._workload(seen), op.target)
         wanted = self._clamp(rec.strategy)
         better = rec.throughput > now * (1.0 + self.gain) if now > 0 else rec.throughput > 0
+        urgent = rec.throughput >= now * (1.0 + URGENT) and op.hold == self.hold
+        if urgent_only:
+            if wanted != op.target and better and urgent:
+                self._move(op, wanted, f"{rec.reason} (predicted {rec.throughput:.0f}/s vs {now:.0f}/s now; "
+                                       f"changed over the last {seen.calls} calls)")
+            return
         if wanted == op.target or not better:
             op.candidate, op.streak = "", 0
             return
         op.streak = op.streak + 1 if wanted == op.candidate else 1
         op.candidate = wanted
-        urgent = rec.throughput >= now * (1.0 + URGENT) and op.hold == self.hold
         if op.streak >= (1 if urgent else op.hold):
             self._move(op, wanted, f"{rec.reason} (predicted {rec.throughput:.0f}/s vs {now:.0f}/s now)")
 
