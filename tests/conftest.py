@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 import pytest
+import pytest_asyncio
+
+import pyorb
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], Any]]:
@@ -18,3 +21,17 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> M
         return factories
     factories["uvloop"] = uvloop.new_event_loop
     return factories
+
+
+@pytest_asyncio.fixture
+async def clients() -> AsyncIterator[Callable[..., list[pyorb.Client]]]:
+    """``clients(n, **config)``: n pyorb Clients (each its own connections) on the test's loop, closed after it."""
+    made: list[pyorb.Client] = []
+
+    def make(n: int, **config: Any) -> list[pyorb.Client]:
+        new = [pyorb.Client(pyorb.Config(**config)) for _ in range(n)]
+        made.extend(new)
+        return new
+
+    yield make
+    await asyncio.gather(*(c.close() for c in made))

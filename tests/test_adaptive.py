@@ -11,10 +11,9 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, Iterator
 
 import pytest
-import pytest_asyncio
 
 import pyorb
 from pyorb.model import Workload
@@ -93,19 +92,6 @@ def serve(server_loop: LoopThread) -> Iterator[Any]:
     yield start
     for server in servers:
         server_loop.run(server.close())
-
-
-@pytest_asyncio.fixture
-async def clients() -> AsyncIterator[Any]:
-    made: list[pyorb.Client] = []
-
-    def make(n: int) -> list[Any]:
-        new = [pyorb.Client() for _ in range(n)]
-        made.extend(new)
-        return new
-
-    yield make
-    await asyncio.gather(*(c.close() for c in made))
 
 
 class Load:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, Iterator
 
 import pytest
-import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
@@ -79,19 +78,6 @@ def serve(loop_thread: LoopThread) -> Iterator[Any]:
     yield start
     for server in servers:
         loop_thread.run(server.close())
-
-
-@pytest_asyncio.fixture
-async def clients() -> AsyncIterator[Any]:
-    made: list[pyorb.Client] = []
-
-    def make(n: int, **config: Any) -> list[pyorb.Client]:
-        new = [pyorb.Client(pyorb.Config(**config)) for _ in range(n)]
-        made.extend(new)
-        return new
-
-    yield make
-    await asyncio.gather(*(c.close() for c in made))
 
 
 async def until(predicate: Any, timeout: float = 10.0) -> None:

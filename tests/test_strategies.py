@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, Iterator
 
 import pytest
-import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
@@ -149,19 +148,6 @@ def serve(server_loop: LoopThread) -> Iterator[Any]:
     yield start
     for server in servers:
         server_loop.run(server.close())
-
-
-@pytest_asyncio.fixture
-async def clients() -> AsyncIterator[Any]:
-    made: list[pyorb.Client] = []
-
-    def make(n: int) -> list[pyorb.Client]:
-        new = [pyorb.Client() for _ in range(n)]
-        made.extend(new)
-        return new
-
-    yield make
-    await asyncio.gather(*(c.close() for c in made))
 
 
 def sink(client: pyorb.Client, ref: str) -> Any:
