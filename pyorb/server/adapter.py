@@ -5,13 +5,13 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
 from pyorb.marshal.body import IS_A, NON_EXISTENT
 from pyorb.server.dispatch import Strategy
-from pyorb.server.servant import OpEntry, ServantInfo, servant_info
+from pyorb.server.servant import OpEntry, ServantInfo, Style, servant_info
 from pyorb.server.stats import Recorder
 from pyorb.server.strategies import StrategyRegistry
 
@@ -27,6 +27,9 @@ class Route:
     strategy: Strategy
     stats: Recorder
     deadline: float | None
+    inline: bool = False
+    """Synchronous servant code that its strategy runs at once on the loop
+    thread, with no deadline: the connection may run it and reply itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,8 @@ class ObjectAdapter:
         self.recorders: dict[tuple[str, Strategy], Recorder] = {}
         """Per (operation, strategy): merged into per-operation and per-strategy statistics."""
         self._servants: dict[bytes, Binding] = {}
+        self.lookup: Callable[[bytes], Binding | None] = self._servants.get
+        """The active servant's binding for an object key, or None (the map's own ``get``: one C call per request)."""
         self._forwards: dict[bytes, IOR] = {}
         self._counter = itertools.count(1)
         # Generated (transient) keys carry this adapter's incarnation, as a
@@ -116,7 +121,9 @@ class ObjectAdapter:
         for name, entry in info.ops.items():
             spec = operations.get(name)
             chosen = default if spec is None else self.registry.get(spec)
-            routes[name] = Route(entry, chosen, self._recorder(info, name, chosen), deadlines.get(name, deadline))
+            limit = deadlines.get(name, deadline)
+            inline = getattr(chosen, "runs_sync_inline", False) and entry.style is Style.SYNC and limit is None
+            routes[name] = Route(entry, chosen, self._recorder(info, name, chosen), limit, inline)
         return routes
 
     def _recorder(self, info: ServantInfo, op: str, strategy: Strategy) -> Recorder:
@@ -140,9 +147,6 @@ class ObjectAdapter:
 
     def forwarded(self, key: bytes) -> IOR | None:
         return self._forwards.get(key)
-
-    def lookup(self, key: bytes) -> Binding | None:
-        return self._servants.get(key)
 
     def type_id(self, key: bytes) -> str:
         entry = self._servants.get(key)

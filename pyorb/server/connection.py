@@ -7,6 +7,7 @@ import contextvars
 import functools
 import inspect
 import logging
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from omniORB import CORBA
@@ -19,6 +20,7 @@ from pyorb.giop.ior import CHAR_CONVERSIONS, IOR, code_set_name
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_1,
+    GIOP_1_2,
     CancelRequest,
     CloseConnection,
     LocateRequest,
@@ -31,7 +33,7 @@ from pyorb.giop.messages import (
 from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
-from pyorb.server.dispatch import Call
+from pyorb.server.dispatch import Call, servant_raised
 from pyorb.server.load import ServerLoad
 from pyorb.server.reply import ReplyInbox, ReplySink, run_send_reply, service_contexts
 from pyorb.server.servant import ServantInfo, Style
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 ObjrefConverter = Callable[[Any, str], Any]
 _MAX_INTRODUCTIONS = 1024
 """LocateRequests of one connection forwarded to the full IOR before it names code sets."""
+_SYNC = Style.SYNC  # a global: cheaper to read per request than the enum's attribute
 
 
 def _ior_body(target: IOR, le: bool, align: int) -> bytes:
@@ -157,11 +160,16 @@ class ServerConnection(GIOPProtocol):
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
             self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO))
             return
-        if op.args.has_objrefs and entry.style is not Style.SYNC:
+        if entry.style is not _SYNC and op.args.has_objrefs:
             args = op.args.convert_objrefs(args, self._convert)
         self._version = req.version
-        call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian,
-                    req.response_expected, self, route.stats)
+        route.stats.started += 1  # loop thread only
+        expected = req.response_expected
+        if route.inline and expected and info is None and req.version == GIOP_1_2:
+            self._answer_inline(found.servant, route, args, req)
+            return
+        call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
+                    route.stats)
         if info is not None:
             call.intercepted = info
             call.context = contextvars.copy_context()  # what receive_request set, for any strategy's thread
@@ -169,18 +177,58 @@ class ServerConnection(GIOPProtocol):
         if route.deadline is not None:
             call.timer = self.loop.call_later(route.deadline, call.expire)
         task = route.strategy.dispatch(call)
-        if task is not None and req.response_expected:
+        if task is not None and expected:
             rid = req.request_id
             if self.tasks is None:
                 self.tasks = {}
             self.tasks[rid] = task
             task.add_done_callback(functools.partial(self._task_done, call))
-        elif task is None and req.response_expected and not call.done:
+        elif task is None and expected and not call.done:
             # Queued for a thread, running on one, or an AMH request pending:
             # a CancelRequest must reach it too.
             if self.waiting is None:
                 self.waiting = {}
             self.waiting[req.request_id] = call
+
+    def _answer_inline(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request) -> None:
+        """What ``Call``, ``run_on_loop`` and ``ReplySink.result`` do for a synchronous
+        servant run on the loop thread, in one frame: the per-call path of a reactive
+        server.  No other code runs between the request and its reply, so nothing
+        else can see it in flight and it needs no sink, no lock and no load count.
+        Any outcome but a reply that marshals within the size limit goes to a
+        :class:`Call`, which owns the error replies and their logging."""
+        entry = route.entry
+        started = perf_counter()
+        try:
+            value = getattr(servant, entry.attr)(*args)
+        except Exception as exc:
+            servant_raised(self._late_call(servant, route, args, req, started), exc)
+            return
+        op = entry.op
+        le = req.little_endian
+        core = self.core
+        try:
+            body = op.results.pack(op.result_tuple(value), 0, le, core.char_set)
+        except CORBA.SystemException:
+            self._late_call(servant, route, args, req, started).result(value)
+            return
+        data = core.reply_12(req.request_id, 0, body, le)
+        if len(data) > self.max_message_size:
+            self._late_call(servant, route, args, req, started).result(value)
+            return
+        stats = route.stats
+        stats.finish(0.0, perf_counter() - started, False)
+        if not self.send(data):
+            with stats.lock:
+                stats.dropped += 1
+
+    def _late_call(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request, started: float) -> Call:
+        """The :class:`Call` of a request answered inline whose outcome needs the general way."""
+        call = Call(servant, route.entry, args, req.request_id, req.version, req.little_endian, True, self,
+                    route.stats)
+        call.queued_at = call.started_at = started
+        self.load.started(self)  # the call's settling counts it finished
+        return call
 
     # -- interceptors ------------------------------------------------------------
     def _intercept(self, req: Request, found: Binding, route: Route) -> None:

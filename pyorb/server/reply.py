@@ -217,6 +217,8 @@ class ReplySink:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
             data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
             failed = True
+        if len(data) > self.channel.max_message_size:
+            failed = True  # _deliver sends MARSHAL instead
         self._finished(failed)
         self._deliver(data)
 

@@ -21,6 +21,9 @@ class EventLoopStrategy:
         self.name = name
         self.stats = Gauges()
 
+    runs_sync_inline = True
+    """Synchronous servant code runs inside ``dispatch``: a connection may run it itself (``Route.inline``)."""
+
     dispatch = staticmethod(run_on_loop)  # no extra call layer on the hot path
 
     def connection_closed(self, connection: Hashable) -> None:

@@ -1,0 +1,123 @@
+"""The reactive server's inline path against the general one.
+
+A synchronous servant under ``reactive`` is run and answered by the
+connection itself (``ServerConnection._answer_inline``) unless the route has a
+deadline, which sends it through a :class:`~pyorb.server.dispatch.Call`.  The
+same servant is activated both ways here, and every outcome a client can see
+(a result, each kind of exception, a value that does not marshal, a reply over
+the size limit) and the server's statistics must be the same on both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+import pytest
+import omniORB
+import pytest_asyncio
+from omniORB import CORBA
+
+import pyorb
+from pyorb.server.adapter import ObjectAdapter
+
+interop = pyorb.load_idl("idl/interop.idl")
+Interop, Interop__POA = interop.Interop, interop.Interop__POA
+
+
+class Types(Interop__POA.Types):  # type: ignore[misc,valid-type]
+    def echo_long(self, v: int) -> Any:
+        return {-1: "not a long", -2: 2**40}.get(v, v)  # two returned values that do not marshal
+
+    def echo_blob(self, v: bytes) -> bytes:
+        return v * 1000  # 10 bytes in: a reply over the server's 8 kB limit
+
+    def directions(self, a: int, b: int) -> Any:
+        return (a + b, b + 1, 2 * a) if a >= 0 else (a, b)  # a < 0: the wrong number of results
+
+    def raise_failure(self, code: int) -> None:
+        raise Interop.Failure(code, "failed", [1, 2, 3])
+
+    def raise_empty(self) -> None:
+        raise Interop.Empty()
+
+    def raise_undeclared(self) -> None:
+        raise RuntimeError("not in the IDL")
+
+    def raise_system(self) -> None:
+        raise CORBA.BAD_PARAM(42, CORBA.COMPLETED_NO)
+
+
+CALLS: list[tuple[str, tuple[Any, ...]]] = [
+    ("echo_long", (7,)), ("echo_long", (-1,)), ("echo_long", (-2,)),
+    ("echo_blob", (b"ab",)), ("echo_blob", (b"abcdefghij",)),
+    ("directions", (3, 4)), ("directions", (-3, 4)),
+    ("raise_failure", (9,)), ("raise_empty", ()), ("raise_undeclared", ()), ("raise_system", ()),
+]
+SYSTEM_EXCEPTIONS = 6  # of CALLS: the two echo_long, the big blob, directions(-3), undeclared, raise_system
+
+
+def outcome(result: Any) -> Any:
+    """What the client saw, comparable across calls."""
+    if isinstance(result, CORBA.SystemException):
+        return type(result).__name__, result.minor, result.completed
+    if isinstance(result, CORBA.UserException):
+        return type(result).__name__, sorted((k, v) for k, v in vars(result).items() if not k.startswith("_"))
+    return "ok", result
+
+
+@pytest_asyncio.fixture
+async def both() -> AsyncIterator[tuple[pyorb.Server, Any, Any]]:
+    async with pyorb.Server(config=pyorb.Config(max_message_size=8192)) as server, pyorb.Client() as client:
+        inline = server.activate(Types(), "inline")
+        general = server.activate(Types(), "general", deadline=30.0)  # a deadline needs a Call
+        yield (server, client.resolve(server.ior(inline), Interop.Types),
+               client.resolve(server.ior(general), Interop.Types))
+
+
+def test_only_a_synchronous_servant_without_a_deadline_under_reactive_is_inline() -> None:
+    adapter = ObjectAdapter()
+
+    class Later(Interop__POA.Types):  # type: ignore[misc,valid-type]
+        async def echo_long(self, v: int) -> int:
+            return v
+
+    def inline(key: str, op: str = "echo_long") -> bool:
+        binding = adapter.lookup(key.encode())
+        assert binding is not None
+        return binding.routes[op].inline
+
+    adapter.activate(Types(), "plain")
+    adapter.activate(Types(), "deadline", deadline=1.0)
+    adapter.activate(Types(), "pool", strategy="thread_pool(2)")
+    adapter.activate(Types(), "amh", strategy="amh")
+    adapter.activate(Later(), "coroutine")
+    assert [inline(k) for k in ("plain", "deadline", "pool", "amh", "coroutine")] == [True, False, False, True, False]
+    adapter.registry.close()
+
+
+@pytest.mark.asyncio
+async def test_every_outcome_is_the_same_inline_and_through_a_call(both: Any) -> None:
+    server, inline, general = both
+    seen = []
+    for name, args in CALLS:
+        results = []
+        for proxy in (inline, general):
+            try:
+                results.append(outcome(await getattr(proxy, name)(*args)))
+            except CORBA.Exception as exc:
+                results.append(outcome(exc))
+        assert results[0] == results[1], (name, args)
+        seen.append(results[0])
+    assert seen == [
+        ("ok", 7), ("BAD_PARAM", omniORB.BAD_PARAM_WrongPythonType, CORBA.COMPLETED_YES),
+        ("BAD_PARAM", omniORB.BAD_PARAM_PythonValueOutOfRange, CORBA.COMPLETED_YES),
+        ("ok", b"ab" * 1000), ("MARSHAL", 0, CORBA.COMPLETED_YES),
+        ("ok", (7, 5, 6)), ("BAD_PARAM", 0, CORBA.COMPLETED_YES),
+        ("Failure", [("code", 9), ("details", [1, 2, 3]), ("why", "failed")]), ("Empty", []),
+        ("UNKNOWN", 0, CORBA.COMPLETED_MAYBE), ("BAD_PARAM", 42, CORBA.COMPLETED_NO),
+    ]
+    stats = server.stats()
+    assert sum(op.served for op in stats.operations) == 2 * len(CALLS)
+    assert sum(op.failed for op in stats.operations) == 2 * SYSTEM_EXCEPTIONS
+    assert sum(op.in_flight for op in stats.operations) == 0
+    assert all(conn.in_flight == 0 for conn in server.connections) and server.load.total == 0
