@@ -44,7 +44,7 @@ class GIOPProtocol(asyncio.Protocol):
     # only for a waiter, the peer address stays with the transport).
     __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_out_bytes",
                  "_flush_pending", "_read_timer", "_train_timer", "_write_timer", "_backlog", "write_paused",
-                 "reassembly_bytes", "_closing", "_lost", "_closed", "last_activity", "reading")
+                 "reassembly_bytes", "_closing", "is_open", "_lost", "_closed", "last_activity", "reading")
 
     def __init__(self, role: Role, config: Config) -> None:
         self.config = config
@@ -70,6 +70,8 @@ class GIOPProtocol(asyncio.Protocol):
         """The transport's buffer is past ``write_buffer_limit``: the peer is not reading."""
         self.reassembly_bytes = 0  # the core's, as last reported to reassembly_changed
         self._closing = False
+        self.is_open = False
+        """Made and not closing: calls may be sent.  An attribute, not a property: every call reads it."""
         self._lost = False  # connection_lost ran
         self._closed: asyncio.Future[None] | None = None  # made by wait_closed
         self.last_activity = self.loop.time()
@@ -97,6 +99,7 @@ class GIOPProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
+        self.is_open = not self._closing
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self.loop.time()
@@ -174,6 +177,7 @@ class GIOPProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        self.is_open = False
         self._cancel_read_timer()
         for timer in (self._train_timer, self._write_timer):
             if timer is not None:
@@ -192,10 +196,6 @@ class GIOPProtocol(asyncio.Protocol):
                 self._closed.set_result(None)
 
     # -- output --------------------------------------------------------------
-    @property
-    def is_open(self) -> bool:
-        return not self._closing and self.transport is not None
-
     def send(self, data: bytes) -> bool:
         """Queue ``data`` for writing (loop thread only). False if closed."""
         if self._closing:
@@ -269,6 +269,7 @@ class GIOPProtocol(asyncio.Protocol):
             return
         self._flush()
         self._closing = True
+        self.is_open = False
         self.transport.close()
         if self._write_timer is None and self.transport.get_write_buffer_size():
             self._write_timer = self.loop.call_later(self.config.write_timeout, self._write_timed_out)
@@ -300,6 +301,7 @@ class GIOPProtocol(asyncio.Protocol):
         """Close at once, dropping unsent output."""
         if self.transport is not None and not self._lost:
             self._closing = True
+            self.is_open = False
             self._out.clear()
             self._out_bytes = 0
             self.transport.abort()

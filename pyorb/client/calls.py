@@ -7,7 +7,9 @@ does I/O or knows about event loops.
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
+from dataclasses import dataclass
 import logging
 from typing import Any, Callable, NamedTuple
 
@@ -99,11 +101,6 @@ class RequestWriter:
         self.little_endian = config.little_endian
         self.max_message_size = config.max_message_size
 
-    def _request_id(self) -> int:
-        rid = self._next_id
-        self._next_id = (rid + 1) & 0xFFFFFFFF or 1
-        return rid
-
     def request(
         self, op: Operation, args: tuple[Any, ...], object_key: bytes, version: Version,
         code_sets: CodeSetsInfo | None = None, orb_type: int | None = None,
@@ -129,7 +126,8 @@ class RequestWriter:
         if extra_contexts:
             contexts += extra_contexts
         cs = core.char_set
-        rid = self._request_id()
+        rid = self._next_id
+        self._next_id = (rid + 1) & 0xFFFFFFFF or 1
         le = self.little_endian
         flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
         if version == GIOP_1_2:
@@ -137,7 +135,8 @@ class RequestWriter:
                 body = op.args.pack(args, 0, le, cs)
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
-            self._check_size(body)
+            if len(body) > self.max_message_size:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
             if contexts:
                 data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
             else:  # the common case, without building a Request object
@@ -149,17 +148,14 @@ class RequestWriter:
                 body = op.args.pack(args, core.body_offset(probe), le, cs, wide11)
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
-            self._check_size(body)
+            if len(body) > self.max_message_size:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
             data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         if not self._chosen:
             self._chosen = core.code_sets_chosen = True
             if cs != CS_UTF8:
                 log.debug("connection's char code set: %s", code_set_name(cs))
         return rid, data
-
-    def _check_size(self, body: bytes) -> None:
-        if len(body) > self.max_message_size:
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
 
     def cancel(self, request_id: int) -> bytes:
         """A CancelRequest for ``request_id``."""
@@ -205,10 +201,8 @@ def reply_result(
         raise LocationForward(_forward_target(op, reply))
     try:
         if status is ReplyStatus.NO_EXCEPTION:
-            results = op.results
-            values = results.unpack(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts, bounds,
-                                    char_set, wide11)
-            return op.result_value(results.convert_objrefs(values, convert))
+            return op.reply_value(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts, bounds,
+                                  char_set, wide11, convert)
         if status is ReplyStatus.USER_EXCEPTION:
             error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian, bounds,
                                                         char_set, wide11)
@@ -354,7 +348,8 @@ class GroupRoutes(NamedTuple):
     members: tuple[Route, ...]
 
 
-class Route(NamedTuple):
+@dataclass(frozen=True, slots=True)  # slots: read on every call, faster than a NamedTuple's fields
+class Route:
     """Where calls to one object go, and where else to try if that endpoint
     cannot be reached (``fallbacks``, in order)."""
 
@@ -374,7 +369,8 @@ class Route(NamedTuple):
         if not self.fallbacks:
             return None
         first, *rest = self.fallbacks
-        return first._replace(fallbacks=tuple(rest))
+        return dataclasses.replace(first, fallbacks=tuple(rest))
+
 
 
 def route_for(target: IOR, highest: Version, tls: bool = True) -> Route | None:
@@ -410,15 +406,16 @@ def route_for(target: IOR, highest: Version, tls: bool = True) -> Route | None:
         return None
     flat = [route for routes in members for route in routes]
     unique = list(dict.fromkeys(flat))
-    first = unique[0]._replace(fallbacks=tuple(unique[1:]))
+    first = dataclasses.replace(unique[0], fallbacks=tuple(unique[1:]))
     if group is None or len(members) < 2:
         return first
     # A member's fallbacks are its own alternates, not the other members
     # (group_ior lists those too, for ORBs that only fail over to alternates).
     primaries = {routes[0].endpoint for routes in members}
-    member_routes = tuple(routes[0]._replace(fallbacks=tuple(r for r in routes[1:] if r.endpoint not in primaries))
-                          for routes in members)
-    return first._replace(group=GroupRoutes((group.domain, group.group_id), group.version, member_routes))
+    member_routes = tuple(
+        dataclasses.replace(routes[0], fallbacks=tuple(r for r in routes[1:] if r.endpoint not in primaries))
+        for routes in members)
+    return dataclasses.replace(first, group=GroupRoutes((group.domain, group.group_id), group.version, member_routes))
 
 
 def _profile_routes(profile: IIOPProfile, highest: Version, tls: bool) -> tuple[Route, ...]:

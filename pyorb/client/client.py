@@ -147,7 +147,7 @@ class Client:
         """
         loop = asyncio.get_running_loop()
         fut = CallFuture(loop=loop)
-        inv = Invocation(op, args, fut, self._retarget, self.from_objref, target)
+        inv = Invocation(op, args, fut, self, target)
         if idempotent:
             inv.idempotent = True
         if self.interceptors:
@@ -159,6 +159,11 @@ class Client:
                 return fut
         if timeout is not None:
             inv.expire_in(timeout, loop)
+        if route is not None and route.group is None:  # _send's common case, inline: an open connection
+            conn = self._conns.get(route.endpoint)
+            if conn is not None and conn.is_open:
+                conn.start(inv, route)
+                return fut
         self._send(inv, route or self.route(target))
         return fut
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from omniORB import CORBA
 
@@ -11,13 +11,25 @@ from pyorb.marshal import layout
 from pyorb.client.calls import Intercepted, LocationForward, reply_result
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
-from pyorb.giop.messages import Reply
+from pyorb.giop.messages import GIOP_1_1, Reply, ReplyStatus
+
+_NO_EXCEPTION = ReplyStatus.NO_EXCEPTION  # a global: cheaper to read per reply than the enum's attribute
 
 if TYPE_CHECKING:
     from pyorb.client.balancer import Balancer
     from pyorb.client.calls import Endpoint
     from pyorb.client.connection import ClientConnection
     from pyorb.marshal import Operation
+
+
+class Caller(Protocol):
+    """What an :class:`Invocation` needs of the client that made it."""
+
+    def _retarget(self, inv: Invocation, target: IOR) -> None:
+        """Send ``inv`` (again) to ``target``."""
+
+    def from_objref(self, omni_ref: Any, interface: Any = None) -> Any:
+        """A proxy for an omniORB object reference in a reply."""
 
 
 class CallFuture(asyncio.Future[Any]):
@@ -42,21 +54,19 @@ class Invocation:
     """A request in flight.  The connection completes it with the reply, or
     fails it; its deadline or the caller's cancellation abandons it.
 
-    ``retarget`` is called with a forwarded IOR (LOCATION_FORWARD), or with
-    ``target`` again after a CloseConnection, and must re-send this
-    invocation there.
+    Its ``caller`` (the client) re-sends it: to a forwarded IOR
+    (LOCATION_FORWARD), or to ``target`` again after a CloseConnection.
     """
 
-    __slots__ = ("op", "args", "future", "conn", "request_id", "deadlines", "deadline", "forwards", "retarget",
-                 "convert", "target", "resent", "intercepted", "member", "tried", "idempotent")
+    __slots__ = ("op", "args", "future", "conn", "request_id", "deadlines", "deadline", "forwards", "caller",
+                 "target", "resent", "intercepted", "member", "tried", "idempotent")
 
     def __init__(
         self,
         op: Operation,
         args: tuple[Any, ...],
         future: CallFuture,
-        retarget: Callable[[Invocation, IOR], None],
-        convert: Callable[[Any, str], Any],
+        caller: Caller,
         target: IOR,
     ) -> None:
         self.op = op
@@ -68,8 +78,7 @@ class Invocation:
         self.deadlines: Deadlines | None = None
         self.deadline = 0  # its slot in ``deadlines``
         self.forwards = 0
-        self.retarget = retarget
-        self.convert = convert
+        self.caller = caller  # one reference, not two bound methods made per call
         self.target = target
         self.resent = False
         self.intercepted: Intercepted | None = None  # the client's interceptors, if it has any
@@ -83,20 +92,38 @@ class Invocation:
         self.deadline = deadlines.add(self, timeout, loop)
 
     def complete(self, reply: Reply) -> None:
-        if self.future.done():
+        future = self.future
+        if future.done():
             return
+        conn = self.conn
+        if (reply.reply_status is _NO_EXCEPTION and conn is not None and self.intercepted is None
+                and self.deadlines is None):
+            # The common reply in one frame: nothing to release (the connection
+            # has dropped the call already, it has no deadline), no interceptor
+            # to tell.  A body that does not decode takes the general way, which
+            # logs it and fails the call with MARSHAL.
+            core = conn.core
+            try:
+                value = self.op.reply_value(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts,
+                                            conn.value_bounds, core.char_set,
+                                            bool(core.wide_giop11) and reply.version == GIOP_1_1, self.caller.from_objref)
+            except CORBA.SystemException:
+                pass
+            else:
+                future.set_result(value)
+                return
         if self.intercepted is not None:
             self.intercepted.reply_contexts(reply.service_contexts)
         try:
             conn = self.conn
             if conn is not None:
                 core = conn.core
-                value = reply_result(self.op, reply, self.convert, conn.value_bounds, core.char_set, core.wide_giop11)
+                value = reply_result(self.op, reply, self.caller.from_objref, conn.value_bounds, core.char_set, core.wide_giop11)
             else:
-                value = reply_result(self.op, reply, self.convert, layout.DEFAULT_BOUNDS)
+                value = reply_result(self.op, reply, self.caller.from_objref, layout.DEFAULT_BOUNDS)
         except LocationForward as fwd:
             self.forwards += 1
-            self.retarget(self, fwd.target)
+            self.caller._retarget(self, fwd.target)
         except CORBA.Exception as exc:  # the user or system exception the reply carries
             self.fail(exc)
         else:
@@ -116,7 +143,7 @@ class Invocation:
             return
         self.resent = True
         self.conn = None
-        self.retarget(self, self.target)
+        self.caller._retarget(self, self.target)
 
     def succeed(self, value: Any) -> None:
         if not self.future.done():
@@ -161,7 +188,7 @@ class Invocation:
             tried = self.tried = set()
         tried.add(endpoint)
         self.conn = None
-        self.retarget(self, self.target)
+        self.caller._retarget(self, self.target)
 
     def release(self) -> None:
         """The call is over: drop its deadline and, if the server still owes

@@ -164,6 +164,10 @@ def _make_methods(op: Operation, attr: str) -> dict[str, Any]:
     def call(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         if len(args) != nargs:
             raise op.arity_error(len(args))
+        route = self._route
+        if route is not None and timeout is _DEFAULT and not self._idempotent:  # _invoke's common case, inline
+            client = self._client
+            return client.invoke(self._ior, op, args, client.config.call_timeout, route)
         return self._invoke(op, args, timeout)
 
     def sendc(self: ObjectRef, handler: Any, *args: Any, timeout: Any = _DEFAULT) -> None:

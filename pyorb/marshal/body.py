@@ -303,6 +303,20 @@ class Operation:
             return values[0]
         return values
 
+    def reply_value(
+        self, body: bytes, align: int, little_endian: bool, fragment_starts: tuple[int, ...],
+        bounds: layout.Bounds, char_set: int, wide11: bool, convert: ObjrefConverter,
+    ) -> Any:
+        """The value a NO_EXCEPTION reply's body carries, as :meth:`result_value`
+        maps it, its object references passed through ``convert`` (see
+        :meth:`BodyCodec.unpack` for the rest)."""
+        results = self.results
+        values = results.unpack(body, align, little_endian, fragment_starts, bounds, char_set, wide11)
+        if results._objrefs:
+            values = results.convert_objrefs(values, convert)
+        shape = self._result_shape
+        return values[0] if shape == 1 else None if shape == 0 else values
+
     def result_tuple(self, value: Any) -> tuple[Any, ...]:
         """The inverse of :meth:`result_value`, checking the shape."""
         if self._result_shape == 0:
