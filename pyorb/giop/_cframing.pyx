@@ -14,6 +14,7 @@ their messages come from one place; tests/giop/test_cframing.py checks the
 two agree on generated and malformed input.
 """
 
+from cpython.object cimport PyObject
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -37,6 +38,82 @@ cdef tuple _REPLY_STATUSES = _codec._REPLY_STATUSES
 cdef object _EMPTY = ()
 cdef int _REQUEST = int(_codec.MsgType.REQUEST)
 cdef int _REPLY = int(_codec.MsgType.REPLY)
+
+
+cdef extern from *:
+    """
+    /* An instance of the slotted class `type` with its slots set from `values`
+       through their member descriptors (`descrs`): what the frozen dataclass's
+       __init__ makes, without its object.__setattr__ per field. */
+    static PyObject *pyorb_filled(PyObject *type, PyObject *descrs, PyObject *const *values) {
+        PyObject *obj = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+        Py_ssize_t i, n = PyTuple_GET_SIZE(descrs);
+        if (obj == NULL)
+            return NULL;
+        for (i = 0; i < n; i++) {
+            PyObject *descr = PyTuple_GET_ITEM(descrs, i);
+            if (Py_TYPE(descr)->tp_descr_set(descr, obj, values[i]) < 0) {
+                Py_DECREF(obj);
+                return NULL;
+            }
+        }
+        return obj;
+    }
+    """
+    object _filled "pyorb_filled"(object cls, tuple descrs, PyObject** values)
+
+
+cdef tuple _slot_setters(cls, tuple fields):
+    """The member descriptors of ``cls``'s slots in ``fields`` order, or None
+    where codec builds it some other way (its layout is not the one expected)."""
+    if getattr(cls, "__slots__", None) != fields or hasattr(cls, "__post_init__"):
+        return None
+    return tuple(cls.__dict__[name] for name in fields)
+
+
+cdef object _Request = _codec.Request
+cdef object _Reply = _codec.Reply
+cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _codec._REQUEST_FIELDS)
+cdef tuple _REPLY_SLOTS = _slot_setters(_Reply, _codec._REPLY_FIELDS)
+cdef object _KEY_ADDR = _codec.KEY_ADDR
+cdef object _NO_PRINCIPAL = b""
+
+
+cdef object _new_request(object request_id, object flags, object key, object operation, object body,
+                         object contexts, object little, object body_offset):
+    """``codec._build_request(...)`` for a GIOP 1.2 KeyAddr Request, its slots filled in C."""
+    cdef PyObject* values[12]
+    if _REQUEST_SLOTS is None:
+        return _build_request(request_id, flags, key, operation, body, contexts, _GIOP_1_2, little, body_offset)
+    values[0] = <PyObject*>request_id
+    values[1] = <PyObject*>flags
+    values[2] = <PyObject*>key
+    values[3] = <PyObject*>operation
+    values[4] = <PyObject*>body
+    values[5] = <PyObject*>contexts
+    values[6] = <PyObject*>_GIOP_1_2
+    values[7] = <PyObject*>little
+    values[8] = <PyObject*>body_offset
+    values[9] = <PyObject*>_NO_PRINCIPAL
+    values[10] = <PyObject*>_KEY_ADDR
+    values[11] = <PyObject*>_EMPTY
+    return _filled(_Request, _REQUEST_SLOTS, values)
+
+
+cdef object _new_reply(object request_id, object status, object body, object little, object body_offset):
+    """``codec._build_reply(...)`` for a GIOP 1.2 Reply without service contexts, its slots filled in C."""
+    cdef PyObject* values[8]
+    if _REPLY_SLOTS is None:
+        return _build_reply(request_id, status, body, _EMPTY, _GIOP_1_2, little, body_offset)
+    values[0] = <PyObject*>request_id
+    values[1] = <PyObject*>status
+    values[2] = <PyObject*>body
+    values[3] = <PyObject*>_EMPTY
+    values[4] = <PyObject*>_GIOP_1_2
+    values[5] = <PyObject*>little
+    values[6] = <PyObject*>body_offset
+    values[7] = <PyObject*>_EMPTY
+    return _filled(_Reply, _REPLY_SLOTS, values)
 
 
 cdef list _header_entries():
@@ -140,7 +217,7 @@ cdef object _request_at(const uint8_t* d, Py_ssize_t n, bint little):
         contexts = tuple(items)
     start = p + ((-(p + 12)) & 7)
     body = PyBytes_FromStringAndSize(<const char*>d + start, n - start) if start < n else b""
-    return _build_request(_u32(d, little), d[4], key, operation, body, contexts, _GIOP_1_2, little, start + 12)
+    return _new_request(_u32(d, little), d[4], key, operation, body, contexts, little, start + 12)
 
 
 cdef object _reply_at(const uint8_t* d, Py_ssize_t n, bint little):
@@ -152,7 +229,7 @@ cdef object _reply_at(const uint8_t* d, Py_ssize_t n, bint little):
     if _u32(d + 8, little) or status > 5:
         return None
     body = PyBytes_FromStringAndSize(<const char*>d + 12, n - 12)
-    return _build_reply(_u32(d, little), _REPLY_STATUSES[status], body, _EMPTY, _GIOP_1_2, little, 24)
+    return _new_reply(_u32(d, little), _REPLY_STATUSES[status], body, little, 24)
 
 
 def _decode_request_12_fast(b, bint little):

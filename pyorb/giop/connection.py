@@ -227,6 +227,9 @@ class GIOPConnection:
                 self._error.reason, send_message_error=self._error.send_message_error
             )
         try:
+            msg = _next_common(self)  # the common message, before any other frame
+            if msg is not None:
+                return msg
             return self._next_event()
         except ProtocolError as exc:
             self._error = exc
@@ -256,8 +259,9 @@ class GIOPConnection:
         self, request_id: int, response_flags: int, object_key: bytes, operation: str, body: bytes, little_endian: bool
     ) -> bytes:
         """``send(Request(...))`` for a GIOP 1.2 Request without service contexts: the client's common case."""
-        return self._fragmented(encode_request_12(request_id, response_flags, object_key, operation, body,
-                                                  little_endian))
+        data = encode_request_12(request_id, response_flags, object_key, operation, body, little_endian)
+        limit = self.max_fragment_size
+        return data if limit is None or len(data) <= limit else self._fragmented(data)
 
     def reply_12(self, request_id: int, status: int, body: bytes, little_endian: bool) -> bytes:
         """``send(Reply(...))`` for a GIOP 1.2 Reply without service contexts: the server's common case.
@@ -352,9 +356,6 @@ class GIOPConnection:
 
     def _next_event(self) -> Event:
         while True:
-            msg = _next_common(self)
-            if msg is not None:
-                return msg
             hdr = self._ready_header()
             if hdr is None:
                 return self._starved()
@@ -365,6 +366,8 @@ class GIOPConnection:
             self._pos = end
             self._header = None
             msg = self._consume(hdr, start, end)
+            if msg is None:  # a fragment taken in: the next message may be the common case
+                msg = _next_common(self)
             if msg is not None:
                 return msg
 
