@@ -59,7 +59,7 @@ async def pyorb_workload(calls: int, in_flight: int) -> None:
     idl, servant = bench()
     async with pyorb.Server() as server, pyorb.Client() as client:
         echo = client.resolve(server.ior(server.activate(servant, "Echo")), idl.Bench.Echo)
-        await _drive(lambda i: echo.ping(i), calls, in_flight)
+        await _drive(echo.ping, calls, in_flight)
 
 
 async def bare_workload(calls: int, in_flight: int) -> None:
@@ -165,7 +165,7 @@ async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None
         idl, _ = bench()
         async with pyorb.Client() as client:
             echo = client.resolve(target, idl.Bench.Echo)
-            await _drive(lambda i: echo.ping(i), calls, in_flight)
+            await _drive(echo.ping, calls, in_flight)
         return
     from pyorb.giop.ior import IOR
 
