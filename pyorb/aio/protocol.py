@@ -130,7 +130,7 @@ class GIOPProtocol(asyncio.Protocol):
             delta = core.reassembly_bytes - self.reassembly_bytes
             self.reassembly_bytes = core.reassembly_bytes
             self.reassembly_changed(delta)
-        if handled:
+        if handled and self._read_timer is not None:
             # The read timeout bounds one message: a busy peer whose reads
             # end mid-message is not stalled as long as its messages complete.
             self._cancel_read_timer()

@@ -217,7 +217,14 @@ class GIOPConnection:
             return
         if self._eof:
             raise RuntimeError("received data after EOF")
-        self._compact()
+        # No memoryview of _buf exists here: consumed bytes can go.
+        pos = self._pos
+        if pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif pos >= _COMPACT_AFTER:
+            del self._buf[:pos]
+            self._pos = 0
         self._buf += data
 
     def next_event(self) -> Event:
@@ -226,6 +233,12 @@ class GIOPConnection:
             raise ProtocolError(
                 self._error.reason, send_message_error=self._error.send_message_error
             )
+        pos = self._pos
+        if pos == len(self._buf) and not self._eof:  # all taken: the end of every read
+            if pos:
+                self._buf.clear()  # the messages are copies: free the bytes now
+                self._pos = 0
+            return NEED_DATA
         try:
             msg = _next_common(self)  # the common message, before any other frame
             if msg is not None:
@@ -344,15 +357,6 @@ class GIOPConnection:
         return bytes(out)
 
     # ------------------------------------------------------------ framing
-
-    def _compact(self) -> None:
-        # Called only from receive_data, when no memoryview of _buf exists.
-        if self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        elif self._pos >= _COMPACT_AFTER:
-            del self._buf[: self._pos]
-            self._pos = 0
 
     def _next_event(self) -> Event:
         while True:
