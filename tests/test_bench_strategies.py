@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_ROWS = ("reactive", "thread_pool(8)", "thread_per_connection", "thread_per_request", "threaded",
-              "locality(8)", "amh (AMH servant)", "omniORBpy thread/conn", "omniORBpy pool(8)")
+              "locality(8)", "amh (AMH servant)", "omniORBpy thread/conn", "omniORBpy pool(8)",
+              "floor: bare uvloop", "floor: bare + 8 threads")
 
 
 def test_quick_run_reports_every_model(tmp_path: Path) -> None:
@@ -25,6 +26,7 @@ def test_quick_run_reports_every_model(tmp_path: Path) -> None:
         # A measured row: a number of calls/s and of server CPU µs per call.
         cells = [c.strip() for c in rows[model].split("|")[1:-1]]
         assert cells[1] != "—" and cells[4] != "—", rows[model]
-    assert "Targets of issue #3" in text
+    assert "Targets of issues #3 and #15" in text
     assert "thread_per_request ÷ thread_per_connection" in text
+    assert "thread_pool(8) ÷ floor: bare + 8 threads" in text
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

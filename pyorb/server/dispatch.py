@@ -141,6 +141,7 @@ def servant_raised(call: Call, exc: BaseException) -> None:
 
 def run_sync(call: Call) -> None:
     """Run a synchronous servant method in the current thread and reply."""
+    call.started_at = perf_counter()  # Call.begin, without its frame
     try:
         result = getattr(call.servant, call.entry.attr)(*call.args)
     except Exception as exc:
@@ -162,8 +163,8 @@ def run_blocking(call: Call) -> None:
 
 
 def _run_blocking(call: Call) -> None:
-    call.begin()
     if call.entry.style is _AMH:
+        call.begin()
         coro = start_amh(call)
         if coro is not None:  # a plain def that returned a coroutine: it needs the loop
             call.channel.loop.call_soon_threadsafe(_create_task, call, _run_amh(call, coro))

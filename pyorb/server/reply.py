@@ -182,7 +182,10 @@ class ReplySink:
         return self._take() or not self._late()
 
     def result(self, value: Any) -> None:
-        if not self._take():
+        with _TAKE:  # _take, without its frame
+            taken = not self.done
+            self.done = True
+        if not taken:
             self._late()
             return
         if self.intercepted is not None:
