@@ -11,7 +11,9 @@ omniORB's server is pyorb's and how much is the architecture's.
 
 ``--handoff`` sends each request through a worker thread and back to the
 loop (one ``SimpleQueue`` put, one ``call_soon_threadsafe``), the least that
-a thread-pool strategy in CPython must do.
+a thread-pool strategy in CPython must do.  ``--per-connection`` does the
+same with one worker thread per connection, the least a thread-per-connection
+strategy must do: every request wakes its connection's own thread.
 
 GIOP 1.2, little-endian only (what the omniORBpy benchmark client sends);
 anything else closes the connection.  Prints its IOR on the first stdout
@@ -59,13 +61,21 @@ def answer(msg: bytes) -> bytes:
 
 
 class Bare(asyncio.Protocol):
-    def __init__(self, workers: queue.SimpleQueue[Any] | None) -> None:
+    def __init__(self, workers: queue.SimpleQueue[Any] | None, per_connection: bool = False) -> None:
         self.workers = workers
+        self.per_connection = per_connection
         self.buf = b""
         self.transport: Any = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        if self.per_connection:  # this connection's own worker, until it closes
+            self.workers = queue.SimpleQueue()
+            threading.Thread(target=worker, args=(self.workers, asyncio.get_running_loop()), daemon=True).start()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.per_connection and self.workers is not None:
+            self.workers.put(None)
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf + data if self.buf else data
@@ -86,8 +96,8 @@ class Bare(asyncio.Protocol):
 
 
 def worker(jobs: queue.SimpleQueue[Any], loop: asyncio.AbstractEventLoop) -> None:
-    while True:
-        proto, msg = jobs.get()
+    while (job := jobs.get()) is not None:
+        proto, msg = job
         try:
             reply = answer(msg)
         except ValueError:
@@ -103,7 +113,7 @@ async def serve(ns: argparse.Namespace) -> None:
         jobs = queue.SimpleQueue()
         for _ in range(ns.threads):
             threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
-    server = await loop.create_server(lambda: Bare(jobs), ns.host, ns.port)
+    server = await loop.create_server(lambda: Bare(jobs, ns.per_connection), ns.host, ns.port)
     port = server.sockets[0].getsockname()[1]
     print(build_ior("IDL:Bench/Echo:1.0", ns.host, port, b"Echo").to_string(), flush=True)
     stdin_closed = loop.create_future()
@@ -120,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=0, help="TCP port, 0 for an ephemeral one")
     p.add_argument("--handoff", action="store_true", help="answer each request from a worker thread")
     p.add_argument("--threads", type=int, default=8, help="worker threads with --handoff (default 8)")
+    p.add_argument("--per-connection", action="store_true",
+                   help="answer each request from its connection's own worker thread")
     ns = p.parse_args(argv)
     if ns.threads < 1:
         p.error("--threads must be at least 1")

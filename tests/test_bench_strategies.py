@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_ROWS = ("reactive", "thread_pool(8)", "thread_per_connection", "thread_per_request", "threaded",
               "locality(8)", "amh (AMH servant)", "omniORBpy thread/conn", "omniORBpy pool(8)",
-              "floor: bare uvloop", "floor: bare + 8 threads")
+              "floor: bare uvloop", "floor: bare + 8 threads", "floor: bare + thread/conn")
 
 
 def test_quick_run_reports_every_model(tmp_path: Path) -> None:
@@ -29,4 +29,5 @@ def test_quick_run_reports_every_model(tmp_path: Path) -> None:
     assert "Targets of issues #3 and #15" in text
     assert "thread_per_request ÷ thread_per_connection" in text
     assert "thread_pool(8) ÷ floor: bare + 8 threads" in text
+    assert "thread_per_connection ÷ floor: bare + thread/conn" in text
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
