@@ -215,6 +215,16 @@ class GIOPProtocol(asyncio.Protocol):
             self.loop.call_soon(self._flush)
         return True
 
+    def hold_output(self) -> None:
+        """Keep what is sent from now on until :meth:`flush`: a batch of
+        replies made elsewhere (on threads) goes out in one write, this loop
+        turn, instead of through a flush scheduled for the next."""
+        self._flush_pending = True
+
+    def flush(self) -> None:
+        """Write what is queued now (the end of :meth:`hold_output`)."""
+        self._flush()
+
     def _flush(self) -> None:
         self._flush_pending = False
         out = self._out

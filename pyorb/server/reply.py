@@ -61,19 +61,27 @@ class ReplyInbox:
         items = self._items
         count = self._count
         parked: set[Channel] | None = None
-        while items:
-            sink, data = items.popleft()
-            if data is None:
-                sink._settled()
-            else:
-                channel = sink.channel
-                with count:
-                    channel.unsent -= len(data)
-                sink._send(data)
-                if channel.parked:
-                    if parked is None:
-                        parked = set()
-                    parked.add(channel)
+        held: set[Channel] = set()  # each channel's replies of this drain go out in one write, now
+        try:
+            while items:
+                sink, data = items.popleft()
+                if data is None:
+                    sink._settled()
+                else:
+                    channel = sink.channel
+                    if channel not in held:
+                        channel.hold_output()
+                        held.add(channel)
+                    with count:
+                        channel.unsent -= len(data)
+                    sink._send(data)
+                    if channel.parked:
+                        if parked is None:
+                            parked = set()
+                        parked.add(channel)
+        finally:
+            for channel in held:
+                channel.flush()
         if parked is not None:
             for channel in parked:
                 channel.unpark()
@@ -105,6 +113,12 @@ class Channel(Protocol):
         """Loop thread: if :attr:`parked` and no longer congested, let the strategies start its calls again."""
 
     def send(self, data: bytes) -> bool: ...
+
+    def hold_output(self) -> None:
+        """Queue what is sent from now on until :meth:`flush` (loop thread)."""
+
+    def flush(self) -> None:
+        """Write what is queued now (loop thread)."""
 
     def request_finished(self, request_id: int) -> None:
         """Request ``request_id`` of the connection is over (loop thread)."""
