@@ -103,10 +103,10 @@ class Invocation:
             # to tell.  A body that does not decode takes the general way, which
             # logs it and fails the call with MARSHAL.
             core = conn.core
+            wide11 = bool(core.wide_giop11) and reply.version == GIOP_1_1
             try:
                 value = self.op.reply_value(reply.body, reply.body_offset, reply.little_endian, reply.fragment_starts,
-                                            conn.value_bounds, core.char_set,
-                                            bool(core.wide_giop11) and reply.version == GIOP_1_1, self.caller.from_objref)
+                                            conn.value_bounds, core.char_set, wide11, self.caller.from_objref)
             except CORBA.SystemException:
                 pass
             else:
@@ -118,7 +118,8 @@ class Invocation:
             conn = self.conn
             if conn is not None:
                 core = conn.core
-                value = reply_result(self.op, reply, self.caller.from_objref, conn.value_bounds, core.char_set, core.wide_giop11)
+                value = reply_result(self.op, reply, self.caller.from_objref, conn.value_bounds, core.char_set,
+                                     core.wide_giop11)
             else:
                 value = reply_result(self.op, reply, self.caller.from_objref, layout.DEFAULT_BOUNDS)
         except LocationForward as fwd:
