@@ -1,11 +1,13 @@
-"""The reactive server's inline path against the general one.
+"""The servers' short paths against the general one.
 
 A synchronous servant under ``reactive`` is run and answered by the
 connection itself (``ServerConnection._answer_inline``) unless the route has a
-deadline, which sends it through a :class:`~pyorb.server.dispatch.Call`.  The
-same servant is activated both ways here, and every outcome a client can see
-(a result, each kind of exception, a value that does not marshal, a reply over
-the size limit) and the server's statistics must be the same on both.
+deadline, which sends it through a :class:`~pyorb.server.dispatch.Call`; on a
+dispatcher thread, ``run_blocking`` makes the common reply itself and hands
+every other outcome to the call.  The same servant is activated all these
+ways here, and every outcome a client can see (a result, each kind of
+exception, a value that does not marshal, a reply over the size limit) and
+the server's statistics must be the same on all of them.
 """
 
 from __future__ import annotations
@@ -66,12 +68,13 @@ def outcome(result: Any) -> Any:
 
 
 @pytest_asyncio.fixture
-async def both() -> AsyncIterator[tuple[pyorb.Server, Any, Any]]:
+async def ways() -> AsyncIterator[tuple[Any, ...]]:
     async with pyorb.Server(config=pyorb.Config(max_message_size=8192)) as server, pyorb.Client() as client:
         inline = server.activate(Types(), "inline")
         general = server.activate(Types(), "general", deadline=30.0)  # a deadline needs a Call
-        yield (server, client.resolve(server.ior(inline), Interop.Types),
-               client.resolve(server.ior(general), Interop.Types))
+        pool = server.activate(Types(), "pool", strategy="thread_pool(2)")
+        pool_deadline = server.activate(Types(), "pool-deadline", strategy="thread_pool(2)", deadline=30.0)
+        yield (server, *(client.resolve(server.ior(key), Interop.Types) for key in (inline, general, pool, pool_deadline)))
 
 
 def test_only_a_synchronous_servant_without_a_deadline_under_reactive_is_inline() -> None:
@@ -96,17 +99,17 @@ def test_only_a_synchronous_servant_without_a_deadline_under_reactive_is_inline(
 
 
 @pytest.mark.asyncio
-async def test_every_outcome_is_the_same_inline_and_through_a_call(both: Any) -> None:
-    server, inline, general = both
+async def test_every_outcome_is_the_same_inline_on_a_thread_and_through_a_call(ways: Any) -> None:
+    server, *proxies = ways
     seen = []
     for name, args in CALLS:
         results = []
-        for proxy in (inline, general):
+        for proxy in proxies:
             try:
                 results.append(outcome(await getattr(proxy, name)(*args)))
             except CORBA.Exception as exc:
                 results.append(outcome(exc))
-        assert results[0] == results[1], (name, args)
+        assert results == [results[0]] * len(proxies), (name, args)
         seen.append(results[0])
     assert seen == [
         ("ok", 7), ("BAD_PARAM", omniORB.BAD_PARAM_WrongPythonType, CORBA.COMPLETED_YES),
@@ -117,7 +120,7 @@ async def test_every_outcome_is_the_same_inline_and_through_a_call(both: Any) ->
         ("UNKNOWN", 0, CORBA.COMPLETED_MAYBE), ("BAD_PARAM", 42, CORBA.COMPLETED_NO),
     ]
     stats = server.stats()
-    assert sum(op.served for op in stats.operations) == 2 * len(CALLS)
-    assert sum(op.failed for op in stats.operations) == 2 * SYSTEM_EXCEPTIONS
+    assert sum(op.served for op in stats.operations) == len(proxies) * len(CALLS)
+    assert sum(op.failed for op in stats.operations) == len(proxies) * SYSTEM_EXCEPTIONS
     assert sum(op.in_flight for op in stats.operations) == 0
     assert all(conn.in_flight == 0 for conn in server.connections) and server.load.total == 0

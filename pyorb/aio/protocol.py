@@ -125,7 +125,10 @@ class GIOPProtocol(asyncio.Protocol):
         except ProtocolError as exc:
             self._protocol_error(exc)
         finally:
-            self._flush()
+            if self._out:
+                self._flush()
+            else:  # _flush's own first step: nothing was sent
+                self._flush_pending = False
         if core.reassembly_bytes != self.reassembly_bytes:
             delta = core.reassembly_bytes - self.reassembly_bytes
             self.reassembly_bytes = core.reassembly_bytes
@@ -221,10 +224,6 @@ class GIOPProtocol(asyncio.Protocol):
         turn, instead of through a flush scheduled for the next."""
         self._flush_pending = True
 
-    def flush(self) -> None:
-        """Write what is queued now (the end of :meth:`hold_output`)."""
-        self._flush()
-
     def _flush(self) -> None:
         self._flush_pending = False
         out = self._out
@@ -240,6 +239,9 @@ class GIOPProtocol(asyncio.Protocol):
         out.clear()  # the same list again: no new one per flush
         self._out_bytes = 0
         self.transport.write(data)
+
+    flush = _flush
+    """Write what is queued now (the end of :meth:`hold_output`)."""
 
     # -- write backpressure ----------------------------------------------------
     # asyncio calls these when the transport's buffer passes the high-water

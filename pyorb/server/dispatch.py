@@ -12,14 +12,17 @@ import asyncio
 import contextvars
 import logging
 from time import perf_counter
-from typing import Any, Coroutine, Hashable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Hashable, Protocol
 
 from omniORB import CORBA
 
-from pyorb.giop.messages import Version
+from pyorb.giop.messages import GIOP_1_2, Version
 from pyorb.server.reply import _TAKE, Channel, ReplySink
 from pyorb.server.servant import OpEntry, ResponseHandler, Style
 from pyorb.server.stats import Gauges, Recorder
+
+if TYPE_CHECKING:
+    from pyorb.interceptors import ServerRequestInfo
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,16 @@ class Call(ReplySink):
         channel: Channel,
         stats: Recorder,
     ) -> None:
-        super().__init__(request_id, version, little_endian, entry.op, response_expected, channel)
+        # ReplySink.__init__, without its frame (one Call per request)
+        self.request_id = request_id
+        self.version = version
+        self.little_endian = little_endian
+        self.op = entry.op
+        self.response_expected = response_expected
+        self.channel = channel
+        self.done = self.expired = False
+        self.on_sent: Callable[[], None] | None = None
+        self.intercepted: ServerRequestInfo | None = None
         self.servant = servant
         self.entry = entry
         self.args = args
@@ -151,7 +163,12 @@ def run_sync(call: Call) -> None:
 
 
 def run_blocking(call: Call) -> None:
-    """Run a call's synchronous servant code (plain or AMH) in the current thread."""
+    """Run a call's synchronous servant code (plain or AMH) in the current thread.
+
+    The common case, a plain servant's GIOP 1.2 reply that marshals within the
+    size limit, is made here in one frame: what ``run_sync`` and
+    ``ReplySink.result`` do, without their frames.  Any other outcome goes
+    to the call's general methods, which own the error replies and logging."""
     if call.done:  # cancelled (CancelRequest) while it waited for a thread: never run
         return
     context = call.context
@@ -159,7 +176,42 @@ def run_blocking(call: Call) -> None:
         call.context = None
         context.run(_run_blocking, call)
         return
-    _run_blocking(call)
+    entry = call.entry
+    if entry.style is not _SYNC:
+        _run_blocking(call)
+        return
+    call.started_at = started = perf_counter()
+    try:
+        value = getattr(call.servant, entry.attr)(*call.args)
+    except Exception as exc:
+        servant_raised(call, exc)
+        return
+    if call.version != GIOP_1_2 or not call.response_expected:
+        call.result(value)
+        return
+    op = entry.op
+    le = call.little_endian
+    channel = call.channel
+    core = channel.core
+    try:
+        body = op.results.pack(op.result_tuple(value), 0, le, core.char_set)
+    except CORBA.SystemException:
+        call.result(value)
+        return
+    data = core.reply_12(call.request_id, 0, body, le)
+    if len(data) > channel.max_message_size:
+        call.result(value)
+        return
+    with _TAKE:  # the outcome taken and the reply counted unsent (ReplyInbox.put), one lock
+        taken = not call.done
+        call.done = True
+        if taken:
+            channel.unsent += len(data)
+    if not taken:  # cancelled while it ran: dropped quietly
+        call._late()
+        return
+    call.stats.finish(started - call.queued_at, perf_counter() - started, False)
+    channel.inbox.add(call, data)
 
 
 def _run_blocking(call: Call) -> None:

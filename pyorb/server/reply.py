@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# One lock for every sink's outcome and every connection's count of unsent
+# replies: it is held only for a test-and-set or an addition, so sharing it
+# costs little, and a reply made on a thread takes it once for both.
+_TAKE = Lock()
 
 
 class ReplyInbox:
@@ -30,13 +34,12 @@ class ReplyInbox:
     write to the loop's self-pipe and a context switch) instead of one each.
     """
 
-    __slots__ = ("loop", "_items", "_scheduled", "_count")
+    __slots__ = ("loop", "_items", "_scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._items: deque[tuple[ReplySink, bytes | None]] = deque()
         self._scheduled = False
-        self._count = Lock()  # for Channel.unsent, which several threads change
 
     def put(self, sink: ReplySink, data: bytes | None) -> None:
         """Queue ``data`` (None: nothing to send, only settle) from any thread."""
@@ -44,8 +47,12 @@ class ReplyInbox:
             # Counted as it is made: a pool that makes replies faster than the
             # loop queues them sees a client that does not read in time.
             channel = sink.channel
-            with self._count:
+            with _TAKE:
                 channel.unsent += len(data)
+        self.add(sink, data)
+
+    def add(self, sink: ReplySink, data: bytes | None) -> None:
+        """:meth:`put` for ``data`` already counted in ``sink.channel.unsent`` (under ``_TAKE``)."""
         self._items.append((sink, data))
         if not self._scheduled:
             self._scheduled = True
@@ -59,32 +66,37 @@ class ReplyInbox:
     def _drain(self) -> None:
         self._scheduled = False  # before popping: a put from now on schedules again
         items = self._items
-        count = self._count
-        parked: set[Channel] | None = None
-        held: set[Channel] = set()  # each channel's replies of this drain go out in one write, now
+        # Each channel's replies of this drain go out in one write, now, and
+        # leave its unsent count at once.
+        held: dict[Channel, int] = {}
         try:
             while items:
                 sink, data = items.popleft()
                 if data is None:
                     sink._settled()
-                else:
-                    channel = sink.channel
-                    if channel not in held:
-                        channel.hold_output()
-                        held.add(channel)
-                    with count:
-                        channel.unsent -= len(data)
-                    sink._send(data)
-                    if channel.parked:
-                        if parked is None:
-                            parked = set()
-                        parked.add(channel)
+                    continue
+                channel = sink.channel
+                sent = held.get(channel)
+                if sent is None:
+                    channel.hold_output()
+                    sent = 0
+                held[channel] = sent + len(data)
+                if not channel.send(data):  # as ReplySink._deliver on the loop thread
+                    sink._undelivered()
+                if sink.on_sent is not None:
+                    sink.on_sent()
+                sink._settled()  # after the reply: a draining connection closes behind it
         finally:
-            for channel in held:
-                channel.flush()
-        if parked is not None:
-            for channel in parked:
-                channel.unpark()
+            if held:
+                with _TAKE:
+                    for channel, sent in held.items():
+                        channel.unsent -= sent
+                for channel in held:
+                    channel.flush()
+                    # After the count: a strategy that parked it since sees it here,
+                    # or (parking after this) sees it no longer congested.
+                    if channel.parked:
+                        channel.unpark()
 
 
 class Channel(Protocol):
@@ -136,10 +148,6 @@ def run_send_reply(interceptor: ServerInterceptor, info: ServerRequestInfo, exce
     except Exception:
         log.exception("server interceptor %s failed in send_reply of %s", type(interceptor).__name__,
                       info.operation)
-
-
-# One lock for every sink's outcome: it is held only for a test-and-set, so sharing it costs little.
-_TAKE = Lock()
 
 
 class ReplySink:
@@ -358,10 +366,3 @@ class ReplySink:
             self._settled()
             return
         channel.inbox.put(self, data)
-
-    def _send(self, data: bytes) -> None:
-        if not self.channel.send(data):
-            self._undelivered()
-        if self.on_sent is not None:
-            self.on_sent()
-        self._settled()  # after the reply: a draining connection closes behind it

@@ -126,9 +126,16 @@ class ThreadPoolStrategy(_ThreadStrategy):
         self.stats.queued = lambda: sum(len(q) for q in list(self._queues.values()))
         self.stats.threads = lambda: sum(t.is_alive() for t in self._threads)
 
-    def _submit(self, call: Call) -> None:
+    def dispatch(self, call: Call) -> asyncio.Task[None] | None:
+        # _ThreadStrategy.dispatch and a _submit in one frame: the per-call path.
+        if call.entry.on_loop:
+            return run_on_loop(call)
         if len(self._threads) < self.size:
-            self._grow(self._threads, self.size, "pyorb-pool", self._work)
+            try:
+                self._grow(self._threads, self.size, "pyorb-pool", self._work)
+            except RuntimeError as exc:
+                no_thread(call, exc)
+                return None
         key = call.connection
         with self._lock:
             queue = self._queues.get(key)
@@ -137,6 +144,7 @@ class ThreadPoolStrategy(_ThreadStrategy):
                 self._turns.put(key)
             else:
                 queue.append(call)
+        return None
 
     def _work(self) -> None:
         get, lock, queues, turns = self._turns.get, self._lock, self._queues, self._turns
@@ -146,7 +154,8 @@ class ThreadPoolStrategy(_ThreadStrategy):
                 queue = queues[key]
                 call = queue[0]
                 channel = call.channel
-                if not call.done and channel.congested:
+                # (unsent and write_paused first: congested is a property, read per call)
+                if not call.done and (channel.unsent or channel.write_paused) and channel.congested:
                     # Until connection_resumed (the channel unparks itself
                     # once not congested) or connection_closed.  Looked at
                     # again after the flag is set: the loop may have drained
