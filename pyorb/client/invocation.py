@@ -36,7 +36,9 @@ class CallFuture(asyncio.Future[Any]):
     """The future of one call.  Cancelling it abandons the call (the server
     gets a CancelRequest); everything else settles it through its
     :class:`Invocation`.  Settling directly, instead of with a done callback,
-    saves the event loop one callback per call."""
+    saves the event loop one callback per call.  The invocation lets go of
+    it as it settles it, so the two are freed by reference counting, not
+    left as a cycle for the garbage collector."""
 
     __slots__ = ("invocation",)
     invocation: Invocation | None
@@ -110,6 +112,7 @@ class Invocation:
             except CORBA.SystemException:
                 pass
             else:
+                future.invocation = None  # no cycle left for the garbage collector to find
                 future.set_result(value)
                 return
         if self.intercepted is not None:
@@ -151,6 +154,7 @@ class Invocation:
             self.release()
             if self.intercepted is not None:
                 self.intercepted.receive_reply(None)
+            self.future.invocation = None
             self.future.set_result(value)
 
     def fail(self, exc: BaseException) -> None:
@@ -158,6 +162,7 @@ class Invocation:
             self.release()
             if self.intercepted is not None:
                 self.intercepted.receive_reply(exc)
+            self.future.invocation = None
             self.future.set_exception(exc)
 
     def timed_out(self) -> None:
