@@ -10,6 +10,12 @@ loop, with ``--in-flight`` calls outstanding on one loopback connection:
   GIOP header, writes requests and matches replies to futures by request
   id, against ``loadtests/bare_echo_server.py``'s protocol.
 
+``--alone`` also counts each side on its own against the other's bare peer
+in another process, and ``--pool N`` the server alone under
+``thread_pool(N)`` against the bare server handing each request to a pool of
+N threads and back (``bare_echo_server.py --handoff``), the floor of any
+thread-pool strategy (callgrind counts every thread of the process).
+
 Callgrind counts instructions deterministically, so the noise of a shared
 machine does not enter.  Each workload runs twice, with ``--calls`` N1 and
 N2; the instructions per call are the difference over N2 - N1, which
@@ -127,8 +133,9 @@ async def _drive(call: Any, calls: int, in_flight: int) -> None:
     await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
-async def serve_alone(kind: str) -> None:
-    """A server on its own, until stdin ends: its reference (or host:port) on stdout."""
+async def serve_alone(kind: str, pool: int) -> None:
+    """A server on its own, until stdin ends: its reference on stdout.
+    ``pool``: the threads of the ``-pool-`` kinds."""
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
 
@@ -138,19 +145,27 @@ async def serve_alone(kind: str) -> None:
             stop.set_result(None)
 
     loop.add_reader(sys.stdin.fileno(), stdin_readable)
-    if kind == "pyorb-server":
+    if kind.startswith("pyorb"):
         import pyorb
 
         _, echo = bench()
-        async with pyorb.Server() as server:
+        async with pyorb.Server(strategy=f"thread_pool({pool})" if "-pool-" in kind else "reactive") as server:
             print(server.ior(server.activate(echo, "Echo")), flush=True)
             await stop
         return
-    from bare_echo_server import Bare
+    import queue
+    import threading
+
+    from bare_echo_server import Bare, worker
 
     from pyorb.giop.ior import build_ior
 
-    server = await loop.create_server(lambda: Bare(None), "127.0.0.1", 0)
+    jobs: queue.SimpleQueue[Any] | None = None
+    if "-pool-" in kind:
+        jobs = queue.SimpleQueue()
+        for _ in range(pool):
+            threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
+    server = await loop.create_server(lambda: Bare(jobs), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     print(build_ior("IDL:Bench/Echo:1.0", "127.0.0.1", port, b"Echo").to_string(), flush=True)
     await stop
@@ -176,11 +191,11 @@ async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None
     bare.transport.close()
 
 
-def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None) -> None:
+def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None, pool: int = 8) -> None:
     import uvloop
 
     if kind.endswith("-server"):
-        uvloop.run(serve_alone(kind))
+        uvloop.run(serve_alone(kind, pool))
     elif kind.endswith("-client"):
         assert target is not None
         uvloop.run(call_alone(kind, target, calls, in_flight))
@@ -188,8 +203,9 @@ def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None) 
         uvloop.run((pyorb_workload if kind == "pyorb" else bare_workload)(calls, in_flight))
 
 
-def _inner(kind: str, calls: int, in_flight: int, target: str | None = None) -> list[str]:
-    argv = [sys.executable, __file__, "--inner", kind, "--inner-calls", str(calls), "--in-flight", str(in_flight)]
+def _inner(kind: str, calls: int, in_flight: int, target: str | None = None, pool: int = 8) -> list[str]:
+    argv = [sys.executable, __file__, "--inner", kind, "--inner-calls", str(calls), "--in-flight", str(in_flight),
+            "--pool", str(pool)]
     return argv + (["--target", target] if target else [])
 
 
@@ -204,17 +220,18 @@ def _total(out: Path) -> int:
     return int(found.group(1))
 
 
-def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False) -> int:
+def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False, pool: int = 8) -> int:
     """Instructions (callgrind's total Ir) of one run of ``kind`` with ``calls`` calls.
 
     ``pyorb``/``bare``: client and server in the process counted.  ``X-server``:
-    only the server is counted, driven by the bare client in another process;
-    ``X-client``: only the client, against the bare server in another process.
-    ``pure``: the counted process runs pyorb without its compiled accelerator."""
+    only the server is counted, driven by the bare client in another process
+    (``X-pool-server``: answering through ``pool`` threads); ``X-client``: only
+    the client, against the bare server in another process.  ``pure``: the
+    counted process runs pyorb without its compiled accelerator."""
     result = out / f"{kind}-{calls}{'-pure' if pure else ''}.callgrind"
     env = {**os.environ, "PYORB_NO_EXTENSIONS": "1"} if pure else None
     if kind.endswith("-server"):
-        server = subprocess.Popen([*_callgrind(result), *_inner(kind, 0, 0)], stdin=subprocess.PIPE,
+        server = subprocess.Popen([*_callgrind(result), *_inner(kind, 0, 0, pool=pool)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         try:
             assert server.stdout is not None and server.stdin is not None
@@ -255,14 +272,18 @@ def main() -> None:
                         help="also count pyorb without its compiled accelerator (PYORB_NO_EXTENSIONS=1)")
     parser.add_argument("--alone", action="store_true",
                         help="also count the server alone and the client alone (each against the bare peer)")
-    parser.add_argument("--inner", choices=("pyorb", "bare", "pyorb-server", "bare-server", "pyorb-client",
-                                            "bare-client"), help=argparse.SUPPRESS)
+    parser.add_argument("--pool", type=int, default=0, metavar="N",
+                        help="also count the server alone under thread_pool(N), against the bare server with N threads")
+    parser.add_argument("--inner", choices=("pyorb", "bare", "pyorb-server", "bare-server", "pyorb-pool-server",
+                                            "bare-pool-server", "pyorb-client", "bare-client"), help=argparse.SUPPRESS)
     parser.add_argument("--inner-calls", type=int, default=1000, help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.inner:
-        run_inner(ns.inner, ns.inner_calls, ns.in_flight, ns.target)
+        run_inner(ns.inner, ns.inner_calls, ns.in_flight, ns.target, ns.pool)
         return
+    if ns.pool < 0:
+        parser.error("--pool N with N >= 1 (0: no thread-pool rows)")
     if shutil.which("valgrind") is None:
         sys.exit("instructions: valgrind is not installed (apt-get install valgrind)")
     n1, n2 = ns.calls
@@ -275,6 +296,9 @@ def main() -> None:
     if ns.alone:
         pairs += [("server alone (bare client in another process)", "bare-server", "pyorb-server"),
                   ("client alone (bare server in another process)", "bare-client", "pyorb-client")]
+    if ns.pool:
+        pairs.append((f"server alone, thread_pool({ns.pool}) (bare: a pool of {ns.pool} threads)", "bare-pool-server",
+                      "pyorb-pool-server"))
     import pyorb
 
     compiled = pyorb.accelerated()
@@ -286,8 +310,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pyorb-instructions-") as tmp:
         for _, bare, kind in pairs:
             for what, pure in [(bare, False), *((kind, p) for p, _ in variants)]:
-                low = count(what, n1, ns.in_flight, Path(tmp), pure)
-                high = count(what, n2, ns.in_flight, Path(tmp), pure)
+                low = count(what, n1, ns.in_flight, Path(tmp), pure, ns.pool)
+                high = count(what, n2, ns.in_flight, Path(tmp), pure, ns.pool)
                 per_call[what, pure] = (high - low) / (n2 - n1)
     table = Table(title=f"instructions per round trip (callgrind), {ns.in_flight} in flight, calls {n1} and {n2}")
     for column in ("what is counted", "workload", "instructions per call", "ratio to bare"):
