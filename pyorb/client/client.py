@@ -15,7 +15,7 @@ from omniORB import CORBA
 from pyorb.client.balancer import POLICIES, Balancer
 from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, connect_failure, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
-from pyorb.client.invocation import CallFuture, Invocation
+from pyorb.client.invocation import Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.interceptors import ClientInterceptor
@@ -146,8 +146,7 @@ class Client:
         its connection was lost.
         """
         loop = asyncio.get_running_loop()
-        fut = CallFuture(loop=loop)
-        inv = Invocation(op, args, fut, self, target)
+        inv = Invocation(op, args, loop, self, target)
         if idempotent:
             inv.idempotent = True
         if self.interceptors:
@@ -155,17 +154,17 @@ class Client:
             try:
                 intercepted.send_request()  # here, in the caller's context (its current trace span)
             except CORBA.SystemException as exc:
-                fut.set_exception(exc)
-                return fut
+                inv.set_exception(exc)
+                return inv
         if timeout is not None:
             inv.expire_in(timeout, loop)
         if route is not None and route.group is None:  # _send's common case, inline: an open connection
             conn = self._conns.get(route.endpoint)
             if conn is not None and conn.is_open:
                 conn.start(inv, route)
-                return fut
+                return inv
         self._send(inv, route or self.route(target))
-        return fut
+        return inv
 
     def _send(self, inv: Invocation, route: Route | None) -> None:
         if route is None:
@@ -200,7 +199,7 @@ class Client:
         except CORBA.SystemException as exc:
             conn, failure = None, exc
         for inv, route in self._queued.pop(endpoint, ()):
-            if inv.future.done():  # timed out or cancelled while waiting
+            if inv.done():  # timed out or cancelled while waiting
                 continue
             if conn is not None:
                 conn.start(inv, route)

@@ -32,49 +32,34 @@ class Caller(Protocol):
         """A proxy for an omniORB object reference in a reply."""
 
 
-class CallFuture(asyncio.Future[Any]):
-    """The future of one call.  Cancelling it abandons the call (the server
-    gets a CancelRequest); everything else settles it through its
-    :class:`Invocation`.  Settling directly, instead of with a done callback,
-    saves the event loop one callback per call.  The invocation lets go of
-    it as it settles it, so the two are freed by reference counting, not
-    left as a cycle for the garbage collector."""
-
-    __slots__ = ("invocation",)
-    invocation: Invocation | None
-
-    def cancel(self, msg: Any = None) -> bool:
-        if not super().cancel(msg):
-            return False
-        inv = self.invocation
-        if inv is not None:
-            inv.release()
-        return True
+_future_init = asyncio.Future.__init__
 
 
-class Invocation:
-    """A request in flight.  The connection completes it with the reply, or
-    fails it; its deadline or the caller's cancellation abandons it.
+class Invocation(asyncio.Future[Any]):
+    """A request in flight, and the future its caller awaits (one object per
+    call).  The connection completes it with the reply, or fails it; its
+    deadline or the caller's cancellation abandons it (the server gets a
+    CancelRequest).  Settling it directly, instead of through a done
+    callback, saves the event loop one callback per call.
 
     Its ``caller`` (the client) re-sends it: to a forwarded IOR
     (LOCATION_FORWARD), or to ``target`` again after a CloseConnection.
     """
 
-    __slots__ = ("op", "args", "future", "conn", "request_id", "deadlines", "deadline", "forwards", "caller",
+    __slots__ = ("op", "args", "conn", "request_id", "deadlines", "deadline", "forwards", "caller",
                  "target", "resent", "intercepted", "member", "tried", "idempotent")
 
     def __init__(
         self,
         op: Operation,
         args: tuple[Any, ...],
-        future: CallFuture,
+        loop: asyncio.AbstractEventLoop,
         caller: Caller,
         target: IOR,
     ) -> None:
+        _future_init(self, loop=loop)
         self.op = op
         self.args = args
-        self.future = future
-        future.invocation = self
         self.conn: ClientConnection | None = None
         self.request_id = 0
         self.deadlines: Deadlines | None = None
@@ -88,14 +73,19 @@ class Invocation:
         self.tried: set[Endpoint] | None = None  # group members that failed this call
         self.idempotent = False  # the caller says re-sending after a lost connection is safe
 
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self.release()
+        return True
+
     # -- outcomes --------------------------------------------------------------
     def expire_in(self, timeout: float, loop: asyncio.AbstractEventLoop) -> None:
         self.deadlines = deadlines = Deadlines.of(loop)
         self.deadline = deadlines.add(self, timeout, loop)
 
     def complete(self, reply: Reply) -> None:
-        future = self.future
-        if future.done():
+        if self.done():
             return
         conn = self.conn
         if (reply.reply_status is _NO_EXCEPTION and conn is not None and self.intercepted is None
@@ -112,8 +102,7 @@ class Invocation:
             except CORBA.SystemException:
                 pass
             else:
-                future.invocation = None  # no cycle left for the garbage collector to find
-                future.set_result(value)
+                self.set_result(value)
                 return
         if self.intercepted is not None:
             self.intercepted.reply_contexts(reply.service_contexts)
@@ -137,7 +126,7 @@ class Invocation:
         """The server sent CloseConnection before answering: it ran none of
         the pending requests, so re-send once on a new connection (as
         omniORB does); a second time the caller gets TRANSIENT, completed NO."""
-        if self.future.done():
+        if self.done():
             return
         if self.member is not None:  # a group member leaving: another one takes it
             self.fail_over(self.member[1])
@@ -150,20 +139,18 @@ class Invocation:
         self.caller._retarget(self, self.target)
 
     def succeed(self, value: Any) -> None:
-        if not self.future.done():
+        if not self.done():
             self.release()
             if self.intercepted is not None:
                 self.intercepted.receive_reply(None)
-            self.future.invocation = None
-            self.future.set_result(value)
+            self.set_result(value)
 
     def fail(self, exc: BaseException) -> None:
-        if not self.future.done():
+        if not self.done():
             self.release()
             if self.intercepted is not None:
                 self.intercepted.receive_reply(exc)
-            self.future.invocation = None
-            self.future.set_exception(exc)
+            self.set_exception(exc)
 
     def timed_out(self) -> None:
         """Called by :class:`~pyorb.client.deadlines.Deadlines` when the call's time is up."""
@@ -178,7 +165,7 @@ class Invocation:
         (completed NO) or the caller declared it idempotent; else it fails
         with ``exc``: a call that may have run is never re-sent silently."""
         member = self.member
-        if member is None or self.future.done():
+        if member is None or self.done():
             self.fail(exc)
             return
         member[0].failed(member[1])

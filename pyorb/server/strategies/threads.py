@@ -40,7 +40,8 @@ def no_thread(call: Call, exc: BaseException) -> None:
 
 
 class _ThreadStrategy:
-    """Coroutines to the loop, synchronous code to ``_submit``.
+    """Coroutines to the loop, synchronous code to ``_submit`` (thread_pool and
+    thread_per_connection do both in their own ``dispatch``: one frame per call).
 
     A thread that cannot be started (``RuntimeError`` from ``Thread.start``:
     the process is out of threads or memory) costs only the call that needed
@@ -286,13 +287,21 @@ class ThreadPerConnectionStrategy(_ThreadStrategy):
         self.stats.queued = lambda: sum(w.queue.qsize() for w in list(self._workers.values()))
         self.stats.threads = lambda: sum(w.thread.is_alive() for w in list(self._workers.values()))
 
-    def _submit(self, call: Call) -> None:
+    def dispatch(self, call: Call) -> asyncio.Task[None] | None:
+        # _ThreadStrategy.dispatch and a _submit in one frame: the per-call path.
+        if call.entry.on_loop:
+            return run_on_loop(call)
         worker = self._workers.get(call.connection)
         if worker is None:
             queue: SimpleQueue[Call | None] = SimpleQueue()
-            thread = self._thread(self._work, queue, name="pyorb-connection")
+            try:
+                thread = self._thread(self._work, queue, name="pyorb-connection")
+            except RuntimeError as exc:
+                no_thread(call, exc)
+                return None
             worker = self._workers[call.connection] = _ConnectionWorker(queue, thread)
         worker.queue.put(call)
+        return None
 
     def _work(self, queue: SimpleQueue[Call | None]) -> None:
         lock = self._lock
