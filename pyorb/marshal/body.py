@@ -97,7 +97,7 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded", "_strings", "_giop11")
+                 "_bounded", "_strings", "_giop11", "_one")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -117,6 +117,11 @@ class BodyCodec:
         # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
         descs11 = tuple(wide.giop11_descriptor(d) for d in descs)
         self._giop11 = BodyCodec(descs11) if descs11 != descs else None
+        # One value omniORB reads straight from an aligned body, with nothing
+        # to check, convert or restore first (a ping's stamp, a reply's long):
+        # unpack's plan for its common case, fixed here once.
+        self._one = (self._read_descs[0] if self.count == 1 and not (self._bounded or self._objrefs or self._wide)
+                     and self._giop11 is None else None)
 
     def _struct(self, pad: int, read: bool = False) -> tuple[tuple[Any, ...], type]:
         struct = self._structs.get((pad, read))
@@ -233,6 +238,14 @@ class BodyCodec:
         unmarshaler sees it.  Strings are read in the connection's
         ``char_set``, wide text in the GIOP 1.1 form if ``wide11``.
         """
+        one = self._one
+        if one is not None and not (align & 7 or fragment_starts) and (char_set == CS_UTF8 or not self._strings):
+            try:
+                return (cdr_unmarshal(one, body, little_endian),)
+            except CORBA.SystemException:
+                raise
+            except Exception as exc:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
         if not self.count:
             return ()
         if wide11 and self._giop11 is not None:
