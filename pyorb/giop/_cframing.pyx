@@ -7,7 +7,8 @@ with these when the compiled accelerator is in use (``pyorb._accelerator``).
 Each reads and writes the bytes directly instead of going through
 ``struct`` and slices, and returns exactly what its Python twin returns.
 ``connection`` likewise takes ``_next_common``, the common message framed
-and decoded in one step.
+and decoded in one step, and ``GIOPConnection``'s per-read methods
+``receive_data`` and ``next_event``.
 Anything but the common case (an error to explain, a number out of range,
 a buffer of an unusual type) is handed to the Python twin, so errors and
 their messages come from one place; tests/giop/test_cframing.py checks the
@@ -16,6 +17,7 @@ two agree on generated and malformed input.
 
 from cpython.object cimport PyObject
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint32_t
@@ -23,6 +25,8 @@ from libc.string cimport memcpy, memset
 
 # codec imports this module at its very end, so every name used here is defined by then.
 from pyorb.giop import codec as _codec
+from pyorb.giop.errors import ProtocolError as _ProtocolError
+from pyorb.giop.messages import NEED_DATA as _NEED_DATA_SENTINEL
 
 cdef object _py_parse_header = _codec.parse_header
 cdef object _py_decode_request = _codec._decode_request_12_fast
@@ -77,6 +81,7 @@ cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _codec._REQUEST_FIELDS)
 cdef tuple _REPLY_SLOTS = _slot_setters(_Reply, _codec._REPLY_FIELDS)
 cdef object _KEY_ADDR = _codec.KEY_ADDR
 cdef object _NO_PRINCIPAL = b""
+cdef object _NEED_DATA = _NEED_DATA_SENTINEL
 
 
 cdef object _new_request(object request_id, object flags, object key, object operation, object body,
@@ -254,6 +259,10 @@ def _decode_reply_12_fast(b, bint little):
 
 def _next_common(conn):
     """The compiled twin of ``connection._next_common``: the common message in one step, else None."""
+    return _common(conn)
+
+
+cdef object _common(conn):
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef Py_ssize_t pos, n, end
@@ -351,3 +360,69 @@ def encode_request_12(request_id, response_flags, object_key, operation, body, l
     if body_len:
         memcpy(p + end, PyBytes_AS_STRING(body), body_len)
     return out
+
+
+# The connection's per-read methods: all but the common case goes to their
+# Python originals, found in ``connection._PYTHON_TWINS`` on first need (the
+# connection module imports this one, so not before).
+cdef object _py_next_event = None
+cdef object _py_receive_data = None
+
+
+cdef object _original_next_event(conn):
+    global _py_next_event
+    if _py_next_event is None:
+        from pyorb.giop.connection import _PYTHON_TWINS
+        _py_next_event = _PYTHON_TWINS["GIOPConnection.next_event"]
+    return _py_next_event(conn)
+
+
+cdef object _original_receive_data(conn, data):
+    global _py_receive_data
+    if _py_receive_data is None:
+        from pyorb.giop.connection import _PYTHON_TWINS
+        _py_receive_data = _PYTHON_TWINS["GIOPConnection.receive_data"]
+    return _py_receive_data(conn, data)
+
+
+def next_event(conn):
+    """The compiled twin of ``GIOPConnection.next_event``: NEED_DATA at the end
+    of a read, or the common message; anything else is the original's."""
+    if conn._error is not None:
+        return _original_next_event(conn)
+    buf = conn._buf
+    if type(buf) is not bytearray:
+        return _original_next_event(conn)
+    cdef Py_ssize_t n = PyByteArray_GET_SIZE(buf)
+    cdef Py_ssize_t pos = conn._pos
+    if pos == n and not conn._eof:  # all taken: the end of every read
+        if pos:
+            PyByteArray_Resize(buf, 0)  # the messages are copies: free the bytes now
+            conn._pos = 0
+        return _NEED_DATA
+    try:
+        msg = _common(conn)
+    except _ProtocolError:  # the original records the error before it raises it
+        return _original_next_event(conn)
+    if msg is not None:
+        return msg
+    return _original_next_event(conn)
+
+
+def receive_data(conn, data):
+    """The compiled twin of ``GIOPConnection.receive_data``, for a read's bytes
+    arriving with nothing or a whole number of messages before them taken."""
+    buf = conn._buf
+    if (type(data) is not bytes or not data or type(buf) is not bytearray or conn._error is not None
+            or conn._eof):
+        return _original_receive_data(conn, data)
+    cdef Py_ssize_t n = PyByteArray_GET_SIZE(buf)
+    cdef Py_ssize_t pos = conn._pos
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    if pos != n:
+        return _original_receive_data(conn, data)
+    PyByteArray_Resize(buf, size)
+    memcpy(PyByteArray_AS_STRING(buf), PyBytes_AS_STRING(data), size)
+    if pos:
+        conn._pos = 0
+    return None

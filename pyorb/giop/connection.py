@@ -569,8 +569,17 @@ def _read_ulong(data: bytearray | memoryview, offset: int, little_endian: bool) 
 __all__ = ["GIOPConnection", "Role"]
 
 
-# The Python original of the function with a C twin (tests/giop/test_cframing.py compares them).
-_PYTHON_TWINS: dict[str, Callable[..., object]] = {"_next_common": _next_common}
-# With the compiled accelerator, the C twin takes its place.
+# The Python originals of the functions with C twins (tests/giop/test_cframing.py compares them).
+_PYTHON_TWINS: dict[str, Callable[..., object]] = {
+    "_next_common": _next_common,
+    "GIOPConnection.next_event": GIOPConnection.next_event,
+    "GIOPConnection.receive_data": GIOPConnection.receive_data,
+}
+# With the compiled accelerator, the C twins take their places: the two
+# methods run once per read (the message functions once per message).
 if _accelerator.status().compiled:
+    from pyorb.giop import _cframing  # noqa: E402
     from pyorb.giop._cframing import _next_common  # noqa: E402
+
+    GIOPConnection.next_event = _cframing.next_event  # type: ignore[method-assign,assignment]
+    GIOPConnection.receive_data = _cframing.receive_data  # type: ignore[method-assign,assignment]

@@ -4,7 +4,9 @@ Each twin must give exactly what its Python original gives (equal values of
 the same types, the same bytes) or raise the same exception with the same
 message, on generated messages, their mutations and arbitrary bytes.  The
 tests run whenever the extension is built, whichever path the process uses
-(the originals are kept in ``codec._PYTHON_TWINS`` and ``connection._PYTHON_TWINS``).
+(the originals are kept in ``codec._PYTHON_TWINS`` and ``connection._PYTHON_TWINS``),
+and ``GIOPConnection``'s per-read methods must give the same events and leave
+the same state on any sequence of reads.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyorb.giop import (
-    GIOP_1_2, NEED_DATA, GIOPConnection, ProtocolError, Reply, ReplyStatus, Request, Role, ServiceContext, codec,
+    CLOSED, GIOP_1_2, NEED_DATA, GIOPConnection, ProtocolError, Reply, ReplyStatus, Request, Role, ServiceContext, codec,
     connection, encode,
 )
 
@@ -178,3 +180,60 @@ def test_next_common_leaves_what_the_general_path_must_see() -> None:
     conn.receive_data(request[20:])
     assert cframing._next_common(conn) is None and connection._PYTHON_TWINS["_next_common"](conn) is None
     assert conn.next_event() == codec.decode(request[:12], request[12:])
+
+
+def reads_same(role: Role, chunks: list[bytes | bytearray], eof: bool, max_size: int = 1 << 20) -> None:
+    """The Python and the compiled ``receive_data``/``next_event`` on two connections
+    fed the same reads: the same events (or errors) and the same state after each."""
+    results = []
+    for receive, next_event in ((connection._PYTHON_TWINS["GIOPConnection.receive_data"],
+                                 connection._PYTHON_TWINS["GIOPConnection.next_event"]),
+                                (cframing.receive_data, cframing.next_event)):
+        conn = GIOPConnection(role, max_message_size=max_size)
+        conn.code_sets_chosen = True
+        seen: list[object] = []
+        for chunk in [*chunks, b""] if eof else chunks:
+            seen.append(outcome(receive, conn, chunk))
+            for _ in range(64):  # bounded: a read holds a few messages at most here
+                event = outcome(next_event, conn)
+                seen.append(event)
+                if event[0] == "raises" or event[1][0] is NEED_DATA or event[1][0] is CLOSED:
+                    break
+            seen.append((_connection_state(conn), conn._eof, conn._error is None))
+        results.append(seen)
+    assert results[0] == results[1], chunks
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+
+
+@MANY
+@given(st.lists(st.one_of(requests, replies), min_size=1, max_size=4), st.lists(st.integers(0, 400), max_size=4),
+       st.integers(0, 400), st.integers(0, 255), st.integers(0, 8), st.sampled_from([Role.SERVER, Role.CLIENT]),
+       st.booleans(), st.booleans())
+def test_per_read_methods_agree(msgs: list[Request | Reply], cuts: list[int], where: int, value: int, cut: int,
+                                role: Role, eof: bool, as_bytearray: bool) -> None:
+    data = b"".join(encode(m) for m in msgs)
+    chunks: list[bytes | bytearray] = list(_split(data, cuts))
+    reads_same(role, chunks, eof)
+    reads_same(role, _split(mutate(data, where, value, cut), cuts), eof)
+    if as_bytearray:  # not bytes: the compiled twin hands the read to the original
+        reads_same(role, [bytearray(c) for c in chunks], eof)
+    reads_same(role, chunks, eof, max_size=max(0, min(len(encode(m)) for m in msgs) - 13))  # the shortest one octet over
+
+
+@MANY
+@given(st.lists(st.binary(max_size=40), max_size=4), st.sampled_from([Role.SERVER, Role.CLIENT]), st.booleans())
+def test_per_read_methods_agree_on_arbitrary_bytes(chunks: list[bytes], role: Role, eof: bool) -> None:
+    reads_same(role, chunks, eof)
+    reads_same(role, [b"GIOP\x01\x02\x01\x00" + c for c in chunks], eof)
+
+
+def test_the_compiled_per_read_methods_are_the_connections_when_the_accelerator_runs() -> None:
+    from pyorb import _accelerator
+
+    compiled = _accelerator.status().compiled
+    assert (GIOPConnection.next_event is cframing.next_event) == compiled
+    assert (GIOPConnection.receive_data is cframing.receive_data) == compiled
