@@ -105,6 +105,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pool", type=positive(int), default=8, metavar="N",
                    help="threads of thread_pool, locality and the omniORBpy "
                         "pool (default 8)")
+    p.add_argument("--models", choices=MODELS, nargs="+", default=None,
+                   help="measure only these models (default all; the floors "
+                        "with the echo workload only)")
     ns = p.parse_args(argv)
     settle_run_options(p, ns, NORMAL, QUICK)
     ns.clients = ns.clients or ([2] if ns.quick else [1, 64])
@@ -130,13 +133,14 @@ def model_label(model: str, ns: argparse.Namespace) -> str:
 
 def blocks(ns: argparse.Namespace) -> list[list[Point]]:
     """Points in blocks of those compared with each other."""
-    return [[Point(m, w, n) for m in models(w)]
+    return [[Point(m, w, n) for m in models(w, ns)]
             for w in ns.workloads for n in ns.clients]
 
 
-def models(workload: str) -> tuple[str, ...]:
-    """The models measured with ``workload``."""
-    return MODELS if workload == "echo" else PYORB_MODELS + OMNI_MODELS
+def models(workload: str, ns: argparse.Namespace) -> tuple[str, ...]:
+    """The models measured with ``workload`` (those of ``--models`` only, if given)."""
+    every = MODELS if workload == "echo" else PYORB_MODELS + OMNI_MODELS
+    return every if ns.models is None else tuple(m for m in every if m in ns.models)
 
 
 def schedule(rep: int, ns: argparse.Namespace) -> list[Point]:
@@ -266,7 +270,7 @@ def point_table(by_key: dict[str, list[Run]], workload: str, clients: int,
                 ns: argparse.Namespace) -> Table:
     """Every model at one workload and client count."""
     rows = []
-    for m in models(workload):
+    for m in models(workload, ns):
         runs = by_key.get(Point(m, workload, clients).key, [])
         sm = summarize(runs)
         base = BASELINE.get(m)
@@ -323,7 +327,7 @@ def target_table(by_key: dict[str, list[Run]],
     for num, den, goal in pairs:
         name = f"{model_label(num, ns)} ÷ {model_label(den, ns)}"
         for w in ns.workloads:
-            if den not in models(w):
+            if num not in models(w, ns) or den not in models(w, ns):
                 continue
             for n in ns.clients:
                 a = summarize(by_key.get(Point(num, w, n).key, []))

@@ -63,6 +63,8 @@ class Config:
     """Octets of one received TypeCode beyond which the body gets MARSHAL."""
     max_empty_elements: int = 65536
     """Elements of one received sequence of a type that takes no octets (sequence<null> in an any) beyond which the body gets MARSHAL."""
+    direct_replies: bool = True
+    """A dispatcher thread writes its reply to a plain TCP socket itself when the connection's output is idle (False: every reply goes through the event loop)."""
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:
@@ -81,6 +83,8 @@ class Config:
         for name in ("max_pending_calls", "max_connections", "max_requests_per_connection", "max_requests"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not isinstance(self.direct_replies, bool):
+            raise ValueError(f"direct_replies must be True or False, got {self.direct_replies!r}")
         if self.idle_timeout is not None and self.idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive or None, got {self.idle_timeout}")
         if self.max_forwards < 0:

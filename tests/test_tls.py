@@ -110,6 +110,22 @@ async def test_tls_beside_plain_the_client_prefers_tls_and_can_opt_out(pki: Test
 
 
 @pytest.mark.asyncio
+async def test_dispatcher_threads_write_plain_replies_themselves_and_never_tls_ones(pki: TestPKI) -> None:
+    # Config.direct_replies: a thread's reply goes straight to a plain socket,
+    # but raw bytes on a TLS connection's socket would corrupt its records.
+    async with pyorb.Server(tls=pki.server_context(), tls_endpoints=[("127.0.0.1", 0)]) as server:
+        key = server.activate(Echo(), "Echo", strategy="thread_pool(2)")
+        async with pyorb.Client(tls=pki.client_context()) as client, pyorb.Client(tls=False) as plain:
+            for peer in (client, plain):
+                echo = peer.resolve(server.ior(key), Bench.Echo)
+                assert await asyncio.gather(*(echo.ping(i) for i in range(200))) == list(range(200))
+            by_tls = {c.transport.get_extra_info("ssl_object") is not None: c
+                      for c in server.connections if c.transport is not None}
+            assert by_tls[True]._wsock is None and by_tls[True]._direct is False
+            assert by_tls[False]._wsock is not None
+
+
+@pytest.mark.asyncio
 async def test_the_client_never_falls_back_to_plain_text(pki: TestPKI) -> None:
     """A server that offers both, whose certificate the client does not trust:
     the call fails instead of going out in clear on the plain port."""

@@ -12,12 +12,22 @@ for the other connections' turns, and reading pauses so that they wait in
 the kernel's buffer, not ours); output buffered for a peer that does not
 read pauses its reading and, after ``write_timeout``, aborts it; every
 fragment train is timed from its first fragment.
+
+A dispatcher thread may write its reply to the socket itself
+(:meth:`GIOPProtocol.write_from_thread`), as omniORB's and TAO's pooled
+threads do, instead of waking the loop to write it: one system call on
+the thread, outside the interpreter lock, in place of a wake-up, a loop
+turn and a write on the loop thread.  The rules that make this safe are in
+that method; the loop's own writes take the same lock once the first
+thread has written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import threading
 from typing import Any, cast
 
@@ -28,6 +38,8 @@ from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import CLOSED, NEED_DATA, Message
 
 log = logging.getLogger(__name__)
+
+_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # a reset peer is an error, never SIGPIPE to the process
 
 BATCH = 64
 """Messages of one connection handled per event-loop turn before the other connections get theirs."""
@@ -44,7 +56,8 @@ class GIOPProtocol(asyncio.Protocol):
     # only for a waiter, the peer address stays with the transport).
     __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_out_bytes",
                  "_flush_pending", "_read_timer", "_train_timer", "_write_timer", "_backlog", "write_paused",
-                 "reassembly_bytes", "_closing", "is_open", "_lost", "_closed", "last_activity", "reading")
+                 "reassembly_bytes", "_closing", "is_open", "_lost", "_closed", "last_activity", "reading",
+                 "_wlock", "_wsock", "_rest", "_direct")
 
     def __init__(self, role: Role, config: Config) -> None:
         self.config = config
@@ -76,6 +89,12 @@ class GIOPProtocol(asyncio.Protocol):
         self._closed: asyncio.Future[None] | None = None  # made by wait_closed
         self.last_activity = self.loop.time()
         self.reading = ReadGate(self)
+        # Writes from dispatcher threads (write_from_thread): off until a thread first asks, so a
+        # connection no thread writes to keeps one descriptor and takes no lock.
+        self._direct: bool | None = config.direct_replies  # False: never; True: not yet asked; None: asked
+        self._wlock: threading.Lock | None = None  # set once, on the loop thread: every write takes it from then on
+        self._wsock: socket.socket | None = None  # our duplicate of the socket, written and closed only under _wlock
+        self._rest: bytes | None = None  # the unwritten end of a thread's partial write: it goes out first
 
     @property
     def peer(self) -> Any:
@@ -188,6 +207,7 @@ class GIOPProtocol(asyncio.Protocol):
         self._train_timer = self._write_timer = None
         self._out.clear()
         self._out_bytes = 0
+        self._close_direct(flush=False)
         if self.reassembly_bytes:
             delta, self.reassembly_bytes = -self.reassembly_bytes, 0
             self.reassembly_changed(delta)
@@ -238,10 +258,119 @@ class GIOPProtocol(asyncio.Protocol):
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()  # the same list again: no new one per flush
         self._out_bytes = 0
-        self.transport.write(data)
+        lock = self._wlock
+        if lock is None:
+            self.transport.write(data)
+            return
+        with lock:
+            rest = self._rest
+            if rest is not None:
+                self._rest = None
+                data = rest + data
+            self.transport.write(data)
 
     flush = _flush
     """Write what is queued now (the end of :meth:`hold_output`)."""
+
+    # -- writes from dispatcher threads ------------------------------------------
+    def write_from_thread(self, data: bytes) -> bool:
+        """From a thread other than the loop's: write ``data`` (whole GIOP
+        messages) to the socket now if the connection's output is idle.
+
+        True: the bytes are the connection's (written, or the unwritten end
+        queued to go out before anything else); False: nothing was written,
+        and the caller hands ``data`` to the loop as before.  It writes only
+        with nothing buffered in the transport (and no earlier partial write
+        pending), under a lock that the loop's writes take too, so messages
+        never interleave; replies may overtake each other, which GIOP allows
+        (they carry their request ids).  Never on TLS or any transport
+        without a plain socket, never once the connection is closing, and not
+        at all with ``Config.direct_replies`` False.
+        """
+        lock = self._wlock
+        if lock is None:
+            if self._direct:  # first ask: the loop duplicates the descriptor (its own thread's business)
+                self._direct = None
+                try:
+                    self.loop.call_soon_threadsafe(self._open_direct)
+                except RuntimeError:  # the loop is closed
+                    pass
+            return False
+        with lock:
+            sock = self._wsock
+            transport = self.transport
+            if sock is None or self._closing or self._rest is not None or transport is None \
+                    or transport.get_write_buffer_size():
+                return False
+            try:
+                # Non-blocking (the transport's socket is), outside the interpreter lock.
+                written = sock.send(data, _NOSIGNAL)
+            except OSError:  # full (EAGAIN), or reset: the loop's own write or read sees it and closes
+                return False
+            if written == len(data):
+                return True
+            if written == 0:
+                return False
+            self._rest = data[written:]
+        try:
+            self.loop.call_soon_threadsafe(self._write_rest)
+        except RuntimeError:  # the loop is closed: so is the connection
+            pass
+        return True
+
+    def _open_direct(self) -> None:
+        """Loop thread: let dispatcher threads write (see :meth:`write_from_thread`)."""
+        transport = self.transport
+        if self._wlock is not None or self._closing or transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is None or transport.get_extra_info("sslcontext") is not None \
+                or transport.get_extra_info("ssl_object") is not None:
+            self._direct = False  # TLS (or no socket): the loop writes everything
+            return
+        try:
+            # Our own descriptor: the transport may close its own at any
+            # time, and the number could then name another connection.
+            fd = os.dup(sock.fileno())
+            try:
+                wsock = socket.socket(fileno=fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                wsock.setblocking(False)  # as the transport's already is: never waits, whatever the default timeout
+            except BaseException:
+                wsock.close()
+                raise
+        except OSError as exc:  # out of descriptors: stay on the loop's writes, and keep serving
+            log.debug("connection %s: replies stay on the loop thread: %s", self.peer, exc)
+            self._direct = False
+            return
+        self._wsock = wsock
+        self._wlock = threading.Lock()
+
+    def _write_rest(self) -> None:
+        """Loop thread: the end of a dispatcher thread's partial write."""
+        lock = self._wlock
+        if lock is None or self.transport is None:
+            return
+        with lock:
+            rest, self._rest = self._rest, None
+            if rest is not None and not self._closing:
+                self.transport.write(rest)
+
+    def _close_direct(self, flush: bool) -> None:
+        """Loop thread: no more writes from threads; ``flush``: the end of a partial write goes out first."""
+        lock = self._wlock
+        if lock is None:
+            return
+        with lock:
+            sock, self._wsock = self._wsock, None
+            rest, self._rest = self._rest, None
+            if rest is not None and flush and self.transport is not None and not self._lost:
+                self.transport.write(rest)
+        if sock is not None:
+            sock.close()  # only ours: the transport's socket stays open until it closes it
 
     # -- write backpressure ----------------------------------------------------
     # asyncio calls these when the transport's buffer passes the high-water
@@ -280,6 +409,7 @@ class GIOPProtocol(asyncio.Protocol):
             self.abort()
             return
         self._flush()
+        self._close_direct(flush=True)
         self._closing = True
         self.is_open = False
         self.transport.close()
@@ -297,6 +427,9 @@ class GIOPProtocol(asyncio.Protocol):
     def buffered_output(self) -> int:
         """Bytes written but not yet taken by the peer's socket."""
         size = self._out_bytes
+        rest = self._rest
+        if rest is not None:
+            size += len(rest)
         if self.transport is not None and not self._lost:
             size += self.transport.get_write_buffer_size()
         return size
@@ -316,6 +449,7 @@ class GIOPProtocol(asyncio.Protocol):
             self.is_open = False
             self._out.clear()
             self._out_bytes = 0
+            self._close_direct(flush=False)
             self.transport.abort()
 
     # -- errors and timeouts -------------------------------------------------

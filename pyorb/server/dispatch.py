@@ -167,8 +167,10 @@ def run_blocking(call: Call) -> None:
 
     The common case, a plain servant's GIOP 1.2 reply that marshals within the
     size limit, is made here in one frame: what ``run_sync`` and
-    ``ReplySink.result`` do, without their frames.  Any other outcome goes
-    to the call's general methods, which own the error replies and logging."""
+    ``ReplySink.result`` do, without their frames; this thread writes it to
+    the socket itself if the connection's output is idle.  Any other outcome
+    goes to the call's general methods, which own the error replies and
+    logging."""
     if call.done:  # cancelled (CancelRequest) while it waited for a thread: never run
         return
     context = call.context
@@ -202,16 +204,17 @@ def run_blocking(call: Call) -> None:
     if len(data) > channel.max_message_size:
         call.result(value)
         return
-    with _TAKE:  # the outcome taken and the reply counted unsent (ReplyInbox.put), one lock
+    with _TAKE:  # ReplySink._take, without its frame
         taken = not call.done
         call.done = True
-        if taken:
-            channel.unsent += len(data)
     if not taken:  # cancelled while it ran: dropped quietly
         call._late()
         return
     call.stats.finish(started - call.queued_at, perf_counter() - started, False)
-    channel.inbox.add(call, data)
+    if channel.write_from_thread(data):  # on its way: the loop only settles the call
+        channel.inbox.add(call, None)
+    else:
+        channel.inbox.put(call, data)
 
 
 def _run_blocking(call: Call) -> None:

@@ -27,7 +27,8 @@ _TAKE = Lock()
 
 
 class ReplyInbox:
-    """Replies made on dispatcher threads, handed to the loop thread in batches.
+    """Replies made on dispatcher threads, handed to the loop thread in batches
+    (or, for a reply the thread wrote itself, the call to settle).
 
     One per event loop.  A thread appends and wakes the loop only if no
     wake-up is pending, so under load many replies cost one wake-up (a
@@ -125,6 +126,9 @@ class Channel(Protocol):
         """Loop thread: if :attr:`parked` and no longer congested, let the strategies start its calls again."""
 
     def send(self, data: bytes) -> bool: ...
+
+    def write_from_thread(self, data: bytes) -> bool:
+        """Another thread: write ``data`` to the client now if the output is idle (False: give it to the inbox)."""
 
     def hold_output(self) -> None:
         """Queue what is sent from now on until :meth:`flush` (loop thread)."""
@@ -364,5 +368,10 @@ class ReplySink:
             if self.on_sent is not None:
                 self.on_sent()
             self._settled()
+            return
+        # A dispatcher thread: it writes the reply itself if it can (an AMH
+        # handler awaited for its sending, on_sent, goes through the loop).
+        if self.on_sent is None and channel.write_from_thread(data):
+            channel.inbox.add(self, None)
             return
         channel.inbox.put(self, data)

@@ -1,0 +1,172 @@
+"""Dispatcher threads write their own replies (``Config.direct_replies``).
+
+A thread of a thread strategy writes a reply straight to a plain TCP socket
+when nothing waits to go out on its connection; otherwise the loop writes
+it, as it always does with ``direct_replies=False`` and on TLS
+(``tests/test_tls.py``).  Both ways must give a client the same replies,
+whole and never interleaved, including replies too big for one write
+(the rest goes out through the loop before anything else), clients that
+vanish while their calls run, and a server that closes gracefully; and a
+connection must leave no descriptor behind (a thread's writes use a
+duplicate of the socket).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections import Counter
+from typing import Any, AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+from omniORB import CORBA
+
+import pyorb
+from pyorb.aio.protocol import GIOPProtocol
+from tests.test_inline_path import CALLS, Interop, Types, outcome
+
+bench = pyorb.load_idl("idl/bench.idl")
+Bench, Bench__POA = bench.Bench, bench.Bench__POA
+
+
+class SlowSink(Bench__POA.Sink):  # type: ignore[misc,name-defined]
+    """work(token) after ``delay`` seconds of servant code on its thread."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.started = threading.Event()
+
+    def work(self, token: int) -> int:
+        self.started.set()
+        time.sleep(self.delay)
+        return token
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """What the connections' write paths did, counted around the real methods."""
+    seen: Counter[str] = Counter()
+    write, rest = GIOPProtocol.write_from_thread, GIOPProtocol._write_rest
+
+    def counted_write(self: GIOPProtocol, data: bytes) -> bool:
+        done = write(self, data)
+        seen["by thread" if done else "to the loop"] += 1
+        return done
+
+    def counted_rest(self: GIOPProtocol) -> None:
+        seen["rest"] += 1
+        rest(self)
+
+    monkeypatch.setattr(GIOPProtocol, "write_from_thread", counted_write)
+    monkeypatch.setattr(GIOPProtocol, "_write_rest", counted_rest)
+    return seen
+
+
+def descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+@pytest_asyncio.fixture(params=[True, False], ids=["direct", "loop"])
+async def servers(request: pytest.FixtureRequest) -> AsyncIterator[tuple[bool, pyorb.Server]]:
+    config = pyorb.Config(max_message_size=8192, direct_replies=request.param)
+    async with pyorb.Server(config=config) as server:
+        yield request.param, server
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("strategy", ["thread_pool(3)", "thread_per_connection"])
+async def test_every_outcome_is_the_same_written_by_the_thread_or_the_loop(
+        servers: tuple[bool, pyorb.Server], strategy: str, writes: Counter[str]) -> None:
+    direct, server = servers
+    key = server.activate(Types(), "types", strategy=strategy)
+    async with pyorb.Client() as client:
+        types = client.resolve(server.ior(key), Interop.Types)
+        # Each outcome 20 times at once: replies of every kind race each other on the thread path.
+        for name, args in CALLS:
+            results = await asyncio.gather(*(getattr(types, name)(*args) for _ in range(20)),
+                                           return_exceptions=True)
+            expected = outcome(results[0])
+            assert [outcome(r) for r in results] == [expected] * 20, name
+        (conn,) = server.connections
+        assert (conn._wsock is not None) is direct
+    if direct:  # the first reply of the connection asks the loop to open the way; most go straight out after
+        assert writes["by thread"] > writes["to the loop"] > 0
+    else:
+        assert writes["by thread"] == 0
+    assert server.load.total == 0 and sum(op.in_flight for op in server.stats().operations) == 0
+
+
+@pytest.mark.asyncio
+async def test_replies_too_big_for_one_write_arrive_whole_between_small_ones(writes: Counter[str]) -> None:
+    async with pyorb.Server() as server:
+        key = server.activate(Types(), "types", strategy="thread_pool(4)")
+        blob = bytes(range(256)) * 16  # echo_blob returns it 1,000 times: 4 MB, more than a socket takes at once
+        async with pyorb.Client() as client:
+            types = client.resolve(server.ior(key), Interop.Types)
+            await types.echo_long(0)  # the connection's first thread reply opens the direct way
+            calls = [types.echo_blob(blob) if i % 4 == 0 else types.echo_long(i) for i in range(40)]
+            results = await asyncio.gather(*calls)
+    assert [r == blob * 1000 if i % 4 == 0 else r == i for i, r in enumerate(results)] == [True] * 40
+    assert writes["by thread"] and writes["rest"], writes  # some big replies were written in part by their thread
+
+
+@pytest.mark.asyncio
+async def test_clients_that_vanish_mid_call_cost_no_descriptor_and_the_server_serves_on() -> None:
+    async with pyorb.Server() as server:
+        sink = SlowSink(0.05)
+        key = server.activate(sink, "sink", strategy="thread_pool(4)")
+        before = descriptors()
+        clients = [pyorb.Client() for _ in range(6)]
+        proxies = [c.resolve(server.ior(key), Bench.Sink) for c in clients]
+        assert await asyncio.gather(*(p.work(i) for i, p in enumerate(proxies))) == list(range(6))
+        # Client socket, server socket and the server's duplicate for its threads' writes, per connection.
+        assert descriptors() - before == 3 * 6
+        # Half the clients go while their calls run: their threads' writes find the peer gone.
+        pending = [asyncio.ensure_future(p.work(i)) for i, p in enumerate(proxies)]
+        await asyncio.sleep(0.01)
+        for c in clients[:3]:
+            await c.close()
+        for c, task in zip(clients, pending):
+            if c in clients[:3]:
+                with pytest.raises(CORBA.SystemException):
+                    await task
+            else:
+                assert await task == pending.index(task)
+        await until(lambda: len(server.connections) == 3)
+        for c in clients[3:]:
+            await c.close()
+        await until(lambda: not server.connections)
+        await until(lambda: descriptors() == before)
+        async with pyorb.Client() as client:  # and the server still serves
+            assert await client.resolve(server.ior(key), Bench.Sink).work(42) == 42
+
+
+@pytest.mark.asyncio
+async def test_a_graceful_close_sends_every_thread_reply_before_close_connection() -> None:
+    server = pyorb.Server()
+    await server.start()
+    sink = SlowSink(0.2)
+    key = server.activate(sink, "sink", strategy="thread_pool(4)")
+    async with pyorb.Client() as client:
+        proxy = client.resolve(server.ior(key), Bench.Sink)
+        assert await proxy.work(0) == 0  # the direct way is open
+        calls = asyncio.gather(*(proxy.work(i) for i in range(1, 5)))
+        await until(sink.started.is_set)
+        await asyncio.sleep(0.05)
+        await server.close(grace=5.0)  # drains: the running calls' replies go out, then CloseConnection
+        assert await calls == [1, 2, 3, 4]
+
+
+def test_direct_replies_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="direct_replies"):
+        pyorb.Config(direct_replies="no")  # type: ignore[arg-type]
