@@ -211,10 +211,14 @@ def run_blocking(call: Call) -> None:
         call._late()
         return
     call.stats.finish(started - call.queued_at, perf_counter() - started, False)
-    if channel.write_from_thread(data):  # on its way: the loop only settles the call
-        channel.inbox.add(call, None)
+    inbox = channel.inbox
+    # Written here unless a batch is already on its way to the loop: then it
+    # joins that batch (a thread's write costs it a round of the interpreter
+    # lock, which many busy threads make dear).
+    if not inbox.scheduled and channel.write_from_thread(data):
+        inbox.add(call, None)  # the loop only settles the call
     else:
-        channel.inbox.put(call, data)
+        inbox.put(call, data)
 
 
 def _run_blocking(call: Call) -> None:

@@ -35,12 +35,14 @@ class ReplyInbox:
     write to the loop's self-pipe and a context switch) instead of one each.
     """
 
-    __slots__ = ("loop", "_items", "_scheduled")
+    __slots__ = ("loop", "_items", "scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._items: deque[tuple[ReplySink, bytes | None]] = deque()
-        self._scheduled = False
+        self.scheduled = False
+        """A drain is on its way to the loop: a reply made now joins its batch
+        (one write on the loop) rather than being written alone by its thread."""
 
     def put(self, sink: ReplySink, data: bytes | None) -> None:
         """Queue ``data`` (None: nothing to send, only settle) from any thread."""
@@ -55,17 +57,17 @@ class ReplyInbox:
     def add(self, sink: ReplySink, data: bytes | None) -> None:
         """:meth:`put` for ``data`` already counted in ``sink.channel.unsent`` (under ``_TAKE``)."""
         self._items.append((sink, data))
-        if not self._scheduled:
-            self._scheduled = True
+        if not self.scheduled:
+            self.scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self._drain)
             except RuntimeError:  # the loop is closed: the clients are gone anyway
-                self._scheduled = False
+                self.scheduled = False
                 self._items.clear()
                 sink._undelivered()
 
     def _drain(self) -> None:
-        self._scheduled = False  # before popping: a put from now on schedules again
+        self.scheduled = False  # before popping: a put from now on schedules again
         items = self._items
         # Each channel's replies of this drain go out in one write, now, and
         # leave its unsent count at once.
@@ -369,9 +371,10 @@ class ReplySink:
                 self.on_sent()
             self._settled()
             return
-        # A dispatcher thread: it writes the reply itself if it can (an AMH
-        # handler awaited for its sending, on_sent, goes through the loop).
-        if self.on_sent is None and channel.write_from_thread(data):
-            channel.inbox.add(self, None)
+        # A dispatcher thread: it writes the reply itself as run_blocking does
+        # (an AMH handler awaited for its sending, on_sent, goes through the loop).
+        inbox = channel.inbox
+        if self.on_sent is None and not inbox.scheduled and channel.write_from_thread(data):
+            inbox.add(self, None)
             return
-        channel.inbox.put(self, data)
+        inbox.put(self, data)
