@@ -64,7 +64,7 @@ class Config:
     max_empty_elements: int = 65536
     """Elements of one received sequence of a type that takes no octets (sequence<null> in an any) beyond which the body gets MARSHAL."""
     direct_replies: bool = True
-    """A dispatcher thread writes its reply to a plain TCP socket itself when the connection's output is idle (False: every reply goes through the event loop)."""
+    """A dispatcher thread writes its reply to a plain TCP socket itself when the connection's output is idle and no batch of replies is on its way to the loop (False: every reply goes through the event loop)."""
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:

@@ -15,11 +15,10 @@ fragment train is timed from its first fragment.
 
 A dispatcher thread may write its reply to the socket itself
 (:meth:`GIOPProtocol.write_from_thread`), as omniORB's and TAO's pooled
-threads do, instead of waking the loop to write it: one system call on
-the thread, outside the interpreter lock, in place of a wake-up, a loop
-turn and a write on the loop thread.  The rules that make this safe are in
-that method; the loop's own writes take the same lock once the first
-thread has written.
+threads do, instead of handing it to the loop to write: the reply goes out
+without waiting for the loop, which learns of it afterwards only to settle
+the request.  The rules that make this safe are in that method; the loop's
+own writes take the same lock once the first thread has written.
 """
 
 from __future__ import annotations

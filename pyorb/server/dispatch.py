@@ -168,7 +168,8 @@ def run_blocking(call: Call) -> None:
     The common case, a plain servant's GIOP 1.2 reply that marshals within the
     size limit, is made here in one frame: what ``run_sync`` and
     ``ReplySink.result`` do, without their frames; this thread writes it to
-    the socket itself if the connection's output is idle.  Any other outcome
+    the socket itself if the connection's output is idle and no batch of
+    replies is on its way to the loop.  Any other outcome
     goes to the call's general methods, which own the error replies and
     logging."""
     if call.done:  # cancelled (CancelRequest) while it waited for a thread: never run
