@@ -84,7 +84,7 @@ async def servers(request: pytest.FixtureRequest) -> AsyncIterator[tuple[bool, p
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("strategy", ["thread_pool(3)", "thread_per_connection"])
+@pytest.mark.parametrize("strategy", ["thread_pool(3)", "thread_per_connection", "threaded", "locality(2)"])
 async def test_every_outcome_is_the_same_written_by_the_thread_or_the_loop(
         servers: tuple[bool, pyorb.Server], strategy: str, writes: Counter[str]) -> None:
     direct, server = servers
