@@ -212,14 +212,7 @@ def run_blocking(call: Call) -> None:
         call._late()
         return
     call.stats.finish(started - call.queued_at, perf_counter() - started, False)
-    inbox = channel.inbox
-    # Written here unless a batch is already on its way to the loop: then it
-    # joins that batch (a thread's write costs it a round of the interpreter
-    # lock, which many busy threads make dear).
-    if not inbox.scheduled and channel.write_from_thread(data):
-        inbox.add(call, None)  # the loop only settles the call
-    else:
-        inbox.put(call, data)
+    channel.inbox.deliver(call, data)
 
 
 def _run_blocking(call: Call) -> None:

@@ -66,6 +66,20 @@ class ReplyInbox:
                 self._items.clear()
                 sink._undelivered()
 
+    def deliver(self, sink: ReplySink, data: bytes) -> None:
+        """From a dispatcher thread: get ``data``, the reply of ``sink``, to its client.
+
+        The thread writes it itself (``Channel.write_from_thread``) unless a
+        batch is already on its way to the loop, or an AMH handler waits to
+        hear it was sent (``on_sent``): then it joins the loop's batch.  A
+        thread's write costs it a round of the interpreter lock, which many
+        busy threads make dear, and a batch on its way costs nothing more.
+        Either way the loop settles the call."""
+        if not self.scheduled and sink.on_sent is None and sink.channel.write_from_thread(data):
+            self.add(sink, None)  # written: the loop only settles the call
+        else:
+            self.put(sink, data)
+
     def _drain(self) -> None:
         self.scheduled = False  # before popping: a put from now on schedules again
         items = self._items
@@ -371,10 +385,4 @@ class ReplySink:
                 self.on_sent()
             self._settled()
             return
-        # A dispatcher thread: it writes the reply itself as run_blocking does
-        # (an AMH handler awaited for its sending, on_sent, goes through the loop).
-        inbox = channel.inbox
-        if self.on_sent is None and not inbox.scheduled and channel.write_from_thread(data):
-            inbox.add(self, None)
-            return
-        inbox.put(self, data)
+        channel.inbox.deliver(self, data)
