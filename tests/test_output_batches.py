@@ -1,9 +1,11 @@
 """Output batching of a connection: what is sent goes out in one write per batch.
 
 A batch of messages handled in one read, or of replies made on threads and
-drained together (``ReplyInbox``), is written once at its end; a lone send
-is written by a flush scheduled for the next loop turn.  Real sockets, a
-real client connection.
+drained together (``ReplyInbox``), is written once at its end.  Outside a
+batch, the first send of a loop turn goes to the socket at once (a lone
+request or a reply made by a timer waits for nothing), and the sends that
+follow it in the same turn are written together by a flush at the next.
+Real sockets, a real client connection.
 """
 
 from __future__ import annotations
@@ -64,12 +66,20 @@ async def test_held_output_waits_for_flush_and_goes_out_whole() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_lone_send_is_flushed_by_the_next_loop_turn() -> None:
+async def test_a_lone_send_goes_out_at_once_and_the_rest_of_its_turn_together() -> None:
     conn, received, server = await _connected()
     try:
         assert conn.send(b"c" * 10)
-        assert conn.buffered_output() == 10  # queued: later sends of this turn join it
-        await _until(lambda: received == b"c" * 10)
+        assert conn.buffered_output() == 0  # written now: nothing to wait for
+        assert conn.send(b"d" * 10) and conn.send(b"e" * 10)
+        assert conn.buffered_output() == 20  # queued: one write at the next turn
+        await asyncio.sleep(0)
         assert conn.buffered_output() == 0
+        await _until(lambda: len(received) == 30)
+        assert received == b"c" * 10 + b"d" * 10 + b"e" * 10
+        await asyncio.sleep(0.01)  # a later turn: its first send goes at once again
+        assert conn.send(b"f" * 10)
+        assert conn.buffered_output() == 0
+        await _until(lambda: len(received) == 40)
     finally:
         await _close(conn, server)

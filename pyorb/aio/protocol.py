@@ -219,7 +219,7 @@ class GIOPProtocol(asyncio.Protocol):
 
     # -- output --------------------------------------------------------------
     def send(self, data: bytes) -> bool:
-        """Queue ``data`` for writing (loop thread only). False if closed."""
+        """Write ``data``, or queue it for its batch (loop thread only).  False if closed."""
         if self._closing:
             return False
         self._out.append(data)
@@ -233,6 +233,10 @@ class GIOPProtocol(asyncio.Protocol):
             self._flush_pending = pending
             return True
         if not self._flush_pending:
+            # Outside a batch the turn's first message goes now: a flush on
+            # the next turn would wait behind every other ready connection's
+            # callbacks.  What follows it this turn is written together then.
+            self._flush()
             self._flush_pending = True
             self.loop.call_soon(self._flush)
         return True
