@@ -179,6 +179,48 @@ async def test_a_graceful_close_sends_every_thread_reply_before_close_connection
         assert await calls == [1, 2, 3, 4]
 
 
+class GatedSink(Bench__POA.Sink):  # type: ignore[misc,name-defined]
+    """work(token) once the test opens the gate; counts the calls in servant code."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.inside = 0
+        self.lock = threading.Lock()
+
+    def work(self, token: int) -> int:
+        with self.lock:
+            self.inside += 1
+        self.gate.wait(10)
+        return token
+
+
+@pytest.mark.asyncio
+async def test_a_drain_that_only_settles_calls_stops_no_thread_from_writing(writes: Counter[str]) -> None:
+    # A thread that wrote its reply leaves the loop only a call to settle; the
+    # next thread's reply must not wait for that drain (it has nothing to
+    # write).  The loop is kept busy while both threads reply, so the first
+    # thread's drain is still pending when the second replies.
+    async with pyorb.Server() as server:
+        sink = GatedSink()
+        sink.gate.set()
+        key = server.activate(sink, "sink", strategy="thread_pool(2)")
+        async with pyorb.Client() as client:
+            proxy = client.resolve(server.ior(key), Bench.Sink)
+            for _ in range(50):  # the connection's first thread reply asks the loop to open the way
+                assert await proxy.work(0) == 0
+                if server.connections and next(iter(server.connections))._wsock is not None:
+                    break
+            sink.gate.clear()
+            sink.inside = 0
+            writes.clear()
+            calls = asyncio.gather(proxy.work(1), proxy.work(2))
+            await until(lambda: sink.inside == 2)
+            sink.gate.set()
+            time.sleep(0.3)  # the loop (server and client) is busy: both threads reply meanwhile
+            assert await calls == [1, 2]
+    assert writes["by thread"] == 2, writes
+
+
 def test_direct_replies_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="direct_replies"):
         pyorb.Config(direct_replies="no")  # type: ignore[arg-type]

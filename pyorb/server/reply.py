@@ -35,14 +35,17 @@ class ReplyInbox:
     write to the loop's self-pipe and a context switch) instead of one each.
     """
 
-    __slots__ = ("loop", "_items", "scheduled")
+    __slots__ = ("loop", "_items", "scheduled", "carrying")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._items: deque[tuple[ReplySink, bytes | None]] = deque()
         self.scheduled = False
-        """A drain is on its way to the loop: a reply made now joins its batch
-        (one write on the loop) rather than being written alone by its thread."""
+        """A drain is on its way to the loop (a put from now on joins it, with no wake-up of its own)."""
+        self.carrying = False
+        """That drain has replies to write, not only calls to settle: a reply
+        made now joins its batch (one write on the loop) rather than being
+        written alone by its thread."""
 
     def put(self, sink: ReplySink, data: bytes | None) -> None:
         """Queue ``data`` (None: nothing to send, only settle) from any thread."""
@@ -57,6 +60,8 @@ class ReplyInbox:
     def add(self, sink: ReplySink, data: bytes | None) -> None:
         """:meth:`put` for ``data`` already counted in ``sink.channel.unsent`` (under ``_TAKE``)."""
         self._items.append((sink, data))
+        if data is not None:
+            self.carrying = True
         if not self.scheduled:
             self.scheduled = True
             try:
@@ -70,18 +75,19 @@ class ReplyInbox:
         """From a dispatcher thread: get ``data``, the reply of ``sink``, to its client.
 
         The thread writes it itself (``Channel.write_from_thread``) unless a
-        batch is already on its way to the loop, or an AMH handler waits to
-        hear it was sent (``on_sent``): then it joins the loop's batch.  A
-        thread's write costs it a round of the interpreter lock, which many
-        busy threads make dear, and a batch on its way costs nothing more.
-        Either way the loop settles the call."""
-        if not self.scheduled and sink.on_sent is None and sink.channel.write_from_thread(data):
+        batch of replies is already on its way to the loop, or an AMH handler
+        waits to hear it was sent (``on_sent``): then it joins the loop's
+        batch.  A thread's write costs it a round of the interpreter lock,
+        which many busy threads make dear, and a batch on its way costs
+        nothing more; a drain that only settles calls writes nothing, so it
+        stops no thread from writing.  Either way the loop settles the call."""
+        if not self.carrying and sink.on_sent is None and sink.channel.write_from_thread(data):
             self.add(sink, None)  # written: the loop only settles the call
         else:
             self.put(sink, data)
 
     def _drain(self) -> None:
-        self.scheduled = False  # before popping: a put from now on schedules again
+        self.scheduled = self.carrying = False  # before popping: a put from now on schedules again
         items = self._items
         # Each channel's replies of this drain go out in one write, now, and
         # leave its unsent count at once.
