@@ -74,3 +74,20 @@ def test_alternating_ab_prints_both_sides() -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "median this / against:" in done.stdout and done.stdout.count(str(ROOT)) >= 2
+
+
+@pytest.mark.parametrize("shape", [["--connections", "8"], ["--connections", "1", "--in-flight", "8"]])
+def test_bare_sink_client_times_real_calls_of_a_pyorb_sink(shape: list[str]) -> None:
+    proc, ior = start("servers/sink.py", "--model", "amh", "--delay", "0.01")
+    try:
+        assert ior.startswith("IOR:")
+        done = subprocess.run([sys.executable, str(ROOT / "loadtests/bare_sink_client.py"), ior, *shape,
+                               "--warmup", "0.2", "--duration", "0.5"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        # 8 calls in flight, each held 10 ms by the sink: about 800 calls/s, and none faster than the delay.
+        assert result["errors"] == 0 and 100 < result["calls"] <= 8 * 0.5 / 0.01 + 8, result
+        assert result["min_ms"] >= 8.5, result  # (a loop timer may fire up to 1 ms early)
+    finally:
+        stop(proc)
