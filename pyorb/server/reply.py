@@ -67,7 +67,7 @@ class ReplyInbox:
             try:
                 self.loop.call_soon_threadsafe(self._drain)
             except RuntimeError:  # the loop is closed: the clients are gone anyway
-                self.scheduled = False
+                self.scheduled = self.carrying = False
                 self._items.clear()
                 sink._undelivered()
 
