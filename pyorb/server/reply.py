@@ -35,15 +35,14 @@ class ReplyInbox:
     write to the loop's self-pipe and a context switch) instead of one each.
     """
 
-    __slots__ = ("loop", "_items", "scheduled", "carrying")
+    __slots__ = ("loop", "_items", "_scheduled", "carrying")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._items: deque[tuple[ReplySink, bytes | None]] = deque()
-        self.scheduled = False
-        """A drain is on its way to the loop (a put from now on joins it, with no wake-up of its own)."""
+        self._scheduled = False  # a drain is on its way to the loop: a put joins it, with no wake-up of its own
         self.carrying = False
-        """That drain has replies to write, not only calls to settle: a reply
+        """A drain is on its way to the loop and has replies to write, not only calls to settle: a reply
         made now joins its batch (one write on the loop) rather than being
         written alone by its thread."""
 
@@ -62,12 +61,12 @@ class ReplyInbox:
         self._items.append((sink, data))
         if data is not None:
             self.carrying = True
-        if not self.scheduled:
-            self.scheduled = True
+        if not self._scheduled:
+            self._scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self._drain)
             except RuntimeError:  # the loop is closed: the clients are gone anyway
-                self.scheduled = self.carrying = False
+                self._scheduled = self.carrying = False
                 self._items.clear()
                 sink._undelivered()
 
@@ -87,7 +86,7 @@ class ReplyInbox:
             self.put(sink, data)
 
     def _drain(self) -> None:
-        self.scheduled = self.carrying = False  # before popping: a put from now on schedules again
+        self._scheduled = self.carrying = False  # before popping: a put from now on schedules again
         items = self._items
         # Each channel's replies of this drain go out in one write, now, and
         # leave its unsent count at once.
