@@ -91,3 +91,35 @@ def test_bare_sink_client_times_real_calls_of_a_pyorb_sink(shape: list[str]) -> 
         assert result["min_ms"] >= 8.5, result  # (a loop timer may fire up to 1 ms early)
     finally:
         stop(proc)
+
+
+def test_bare_middle_tier_forwards_each_call_to_the_bare_sink_and_back() -> None:
+    sink, sink_ior = start("loadtests/bare_middle.py", "sink", "--delay", "0.01")
+    middle, ior = start("loadtests/bare_middle.py", "middle", "--sink", sink_ior)
+    try:
+        assert sink_ior.startswith("IOR:") and ior.startswith("IOR:")
+        # pyorb's generator checks that each reply carries its own call's token back.
+        done = subprocess.run([sys.executable, "-m", "pyorb.loadtest.generator", ior, "--clients", "8",
+                               "--warmup", "0.2", "--duration", "0.5"],
+                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["errors"] == 0 and 100 < result["calls"] <= 8 * 0.5 / 0.01 + 8, result
+        assert result["min_ms"] >= 8.5, result  # every call waited for the sink
+        for proc in (middle, sink):
+            _, err = proc.communicate("", timeout=20)  # stdin EOF: the benchmark's stop signal
+            assert proc.returncode == 0, err
+    finally:
+        for proc in (middle, sink):
+            if proc.poll() is None:
+                stop(proc)
+
+
+def test_middle_floor_benchmark_prints_every_chain() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests/bench_middle_floor.py"), "--quick", "--clients", "8",
+                           "--delay", "0.01", "--chains", "bare/none/bare", "bare/bare/bare", "pyorb/pyorb/pyorb"],
+                          capture_output=True, text=True, timeout=180, check=False, cwd=ROOT / "loadtests")
+    assert done.returncode == 0, done.stderr
+    assert "All runs clean." in done.stdout, done.stdout + done.stderr
+    for label in ("bare → bare ", "bare → bare → bare", "pyorb → pyorb → pyorb"):
+        assert label in done.stdout, done.stdout

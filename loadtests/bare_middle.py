@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""The floor under the AMH paper's three tiers: a bare uvloop sink and middle tier.
+
+Not an ORB and not for use.  ``sink --delay D`` answers each Bench::Sink.work
+request D seconds after it arrives (one ``call_later`` per request, as a
+sink that sleeps without holding a thread must), echoing its token.
+``middle --sink REF`` answers Bench::Sink.work by forwarding each request to
+the sink over one multiplexed connection (a fresh request id, the sink's
+object key) and writing the sink's token back to the caller under the
+caller's request id: what an AMH middle tier does, with no dispatching, no
+marshaling, no futures and no bookkeeping beyond one dict of pending calls.
+
+With ``bare_sink_client.py`` in front, the chain of three bare processes
+tells what share of the ideal N/D this machine's loop turns, sockets and
+scheduler leave to any asyncio middle tier, so that the middle tier's
+figure in ``docs/benchmarks.md`` can be read against it.
+
+GIOP 1.2, little-endian only (what pyorb's and the bare clients send for a
+``work(unsigned long long)`` call); anything else closes the connection.
+Prints its IOR on the first stdout line and serves until stdin reaches end
+of file.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import struct
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+# The IOR helpers of this checkout, whatever the working directory.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bare_sink_client import request_template  # noqa: E402  (needs the path set above)
+
+from pyorb.giop.ior import build_ior, parse_reference  # noqa: E402
+
+REQUEST_HEADER = b"GIOP\x01\x02\x01\x00"  # GIOP 1.2, little-endian, Request
+REPLY_HEADER = b"GIOP\x01\x02\x01\x01"
+NO_EXCEPTION = b"\x00\x00\x00\x00\x00\x00\x00\x00"  # reply status, empty service contexts
+# 12 + 12 bytes of reply header: the token is 8-aligned with no padding.
+REPLY_SIZE = struct.pack("<I", 12 + 8)
+
+
+def reply(request_id: bytes, token: bytes) -> bytes:
+    return REPLY_HEADER + REPLY_SIZE + request_id + NO_EXCEPTION + token
+
+
+def messages(buf: bytearray, header: bytes) -> list[bytes]:
+    """The whole messages at the front of ``buf`` (removed from it); ValueError on a foreign one."""
+    out = []
+    while len(buf) >= 12:
+        end = 12 + int.from_bytes(buf[8:12], "little")
+        if len(buf) < end:
+            break
+        if buf[:8] != header:
+            raise ValueError(f"not a GIOP 1.2 little-endian message of the expected type: {bytes(buf[:8])!r}")
+        out.append(bytes(buf[:end]))
+        del buf[:end]
+    return out
+
+
+class Sink(asyncio.Protocol):
+    """Answers each request ``delay`` seconds after it arrives."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.buf = bytearray()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        try:
+            requests = messages(self.buf, REQUEST_HEADER)
+        except ValueError:
+            self.transport.close()
+            return
+        later = asyncio.get_running_loop().call_later
+        for msg in requests:
+            later(self.delay, self._answer, msg[12:16], msg[-8:])
+
+    def _answer(self, request_id: bytes, token: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(reply(request_id, token))
+
+
+class Upstream(asyncio.Protocol):
+    """The middle tier's one connection to the sink: pending calls by request id."""
+
+    def __init__(self, key: bytes) -> None:
+        self.head, self.tail = request_template(key)
+        self.pending: dict[int, tuple[Any, bytes]] = {}
+        self.next_id = 0
+        self.buf = bytearray()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def forward(self, caller: Any, request_id: bytes, token: bytes) -> bytes:
+        """The sink's request for one caller's call (the caller writes it, batched per read)."""
+        self.next_id += 1
+        self.pending[self.next_id] = (caller, request_id)
+        return self.head + struct.pack("<I", self.next_id) + self.tail + token
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        try:
+            replies = messages(self.buf, REPLY_HEADER)
+        except ValueError:
+            self.transport.close()
+            return
+        # One write per caller per read: the replies a read brings for the same
+        # connection go out together, as the callers' requests went up.
+        out: dict[Any, list[bytes]] = {}
+        for msg in replies:
+            caller, request_id = self.pending.pop(int.from_bytes(msg[12:16], "little"))
+            out.setdefault(caller, []).append(reply(request_id, msg[24:32]))
+        for caller, chunks in out.items():
+            if not caller.transport.is_closing():
+                caller.transport.write(b"".join(chunks))
+
+
+class Middle(asyncio.Protocol):
+    """One client's connection to the middle tier."""
+
+    def __init__(self, upstream: Upstream) -> None:
+        self.upstream = upstream
+        self.buf = bytearray()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        try:
+            requests = messages(self.buf, REQUEST_HEADER)
+        except ValueError:
+            self.transport.close()
+            return
+        if requests:
+            forward = self.upstream.forward
+            self.upstream.transport.write(b"".join(forward(self, msg[12:16], msg[-8:]) for msg in requests))
+
+
+async def serve(ns: argparse.Namespace) -> None:
+    loop = asyncio.get_running_loop()
+    if ns.role == "sink":
+        server = await loop.create_server(lambda: Sink(ns.delay), ns.host, ns.port)
+    else:
+        profile = parse_reference(ns.sink).iiop
+        if profile is None:
+            raise SystemExit("bare_middle: the sink's reference has no IIOP profile")
+        _, upstream = await loop.create_connection(lambda: Upstream(profile.object_key), profile.host, profile.port)
+        server = await loop.create_server(lambda: Middle(upstream), ns.host, ns.port)
+    port = server.sockets[0].getsockname()[1]
+    print(build_ior("IDL:Bench/Sink:1.0", ns.host, port, b"Sink").to_string(), flush=True)
+    stdin_closed = loop.create_future()
+    # stdin EOF is the stop signal: a daemon thread waits for it.
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set_result, None)),
+                     daemon=True).start()
+    async with server:
+        await stdin_closed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    roles = p.add_subparsers(dest="role", required=True)
+    sink = roles.add_parser("sink", help="answer each work call after --delay seconds")
+    sink.add_argument("--delay", type=float, default=0.04, help="seconds before each reply (default 0.04)")
+    middle = roles.add_parser("middle", help="forward each work call to --sink over one connection")
+    middle.add_argument("--sink", required=True, help="IOR or corbaloc URL of a Bench::Sink")
+    for role in (sink, middle):
+        role.add_argument("--host", default="127.0.0.1", help="loopback address (127.0.0.1 or ::1)")
+        role.add_argument("--port", type=int, default=0, help="TCP port, 0 for an ephemeral one")
+    ns = p.parse_args(argv)
+    if ns.role == "sink" and not 0 <= ns.delay <= 60:
+        p.error("--delay must be in [0, 60] seconds")
+    import uvloop
+
+    uvloop.run(serve(ns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
