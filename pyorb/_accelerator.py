@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk")
+NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk", "pyorb.aio._csend")
 """The modules written for the compiler, each of C twins: the GIOP core's per-message functions
-(``pyorb.giop._cframing``) and the padding walk of flat bodies (``pyorb.marshal.layout._cwalk``)."""
+(``pyorb.giop._cframing``), the padding walk of flat bodies (``pyorb.marshal.layout._cwalk``) and a
+dispatcher thread's write to its client's socket (``pyorb.aio._csend``)."""
 
 MANIFEST = "_accelerator.json"
 """Beside this file: the compiler's version and each native module's source hash, written by ``build.py``."""

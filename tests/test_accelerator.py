@@ -23,13 +23,14 @@ import pytest
 
 import pyorb
 from pyorb import _accelerator
+from pyorb.aio import protocol
 from pyorb.giop import codec, connection
 from pyorb.marshal import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("module", [codec, connection, layout], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [codec, connection, layout, protocol], ids=lambda m: m.__name__)
 def test_each_module_runs_the_chosen_implementation(module: Any) -> None:
     assert module._PYTHON_TWINS
     for name, original in module._PYTHON_TWINS.items():

@@ -224,3 +224,48 @@ async def test_a_drain_that_only_settles_calls_stops_no_thread_from_writing(writ
 def test_direct_replies_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="direct_replies"):
         pyorb.Config(direct_replies="no")  # type: ignore[arg-type]
+
+
+def _send_nows() -> list[Callable[..., int]]:
+    """The Python original of a thread's send and, with the accelerator, its compiled twin."""
+    from pyorb.aio import protocol
+
+    twins = [protocol._PYTHON_TWINS["_send_now"]]
+    if pyorb.accelerated():
+        from pyorb.aio import _csend
+
+        twins.append(_csend._send_now)
+    return twins
+
+
+@pytest.mark.parametrize("send_now", _send_nows(), ids=lambda f: type(f).__name__)
+def test_a_threads_send_never_waits_and_says_how_much_the_socket_took(send_now: Callable[..., int]) -> None:
+    import socket
+
+    ours, peer = socket.socketpair()
+    try:
+        ours.setblocking(True)  # a blocking socket still must not make the send wait
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        assert send_now(ours, b"GIOP") == 4 and peer.recv(16) == b"GIOP"
+        assert send_now(ours, bytearray(b"ab")) == 2 and send_now(ours, memoryview(b"cd")) == 2
+        assert peer.recv(16) == b"abcd"
+        taken, chunk, done = [], b"x" * 65536, threading.Event()
+
+        def fill() -> None:  # in a thread: if a send waited for the reader, the test sees it time out
+            while (n := send_now(ours, chunk)) > 0:
+                taken.append(n)
+            taken.append(n)
+            done.set()
+
+        threading.Thread(target=fill, daemon=True).start()
+        assert done.wait(10), "a send waited for a full socket"
+        assert taken[-1] == -1 and 0 < sum(taken[:-1]) < 64 * len(chunk)
+        peer.close()
+        for _ in range(3):  # the reader is gone: -1 (EPIPE or reset), no exception and no SIGPIPE
+            result = send_now(ours, b"more")
+        assert result == -1
+        ours.close()
+        assert send_now(ours, b"late") == -1  # a closed socket object
+    finally:
+        ours.close()
+        peer.close()

@@ -28,8 +28,9 @@ import logging
 import os
 import socket
 import threading
-from typing import Any, cast
+from typing import Any, Callable, cast
 
+from pyorb import _accelerator
 from pyorb.aio.flow import ReadGate
 from pyorb.config import Config
 from pyorb.giop.connection import GIOPConnection, Role
@@ -39,6 +40,19 @@ from pyorb.giop.messages import CLOSED, NEED_DATA, Message
 log = logging.getLogger(__name__)
 
 _NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # a reset peer is an error, never SIGPIPE to the process
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+def _send_now(sock: socket.socket, data: bytes | bytearray | memoryview) -> int:
+    """Bytes of ``data`` the socket took now (0 or more), or -1 if it took none: full, reset or closed.
+
+    Never waits, whatever the socket's mode.  The compiled twin
+    (``pyorb.aio._csend``) does the same without letting go of the
+    interpreter lock, which a send that cannot block does not need."""
+    try:
+        return sock.send(data, _NOSIGNAL | _DONTWAIT)
+    except OSError:
+        return -1
 
 BATCH = 64
 """Messages of one connection handled per event-loop turn before the other connections get theirs."""
@@ -305,14 +319,10 @@ class GIOPProtocol(asyncio.Protocol):
             if sock is None or self._closing or self._rest is not None or transport is None \
                     or transport.get_write_buffer_size():
                 return False
-            try:
-                # Non-blocking (the transport's socket is), outside the interpreter lock.
-                written = sock.send(data, _NOSIGNAL)
-            except OSError:  # full (EAGAIN), or reset: the loop's own write or read sees it and closes
-                return False
+            written = _send_now(sock, data)
             if written == len(data):
                 return True
-            if written == 0:
+            if written <= 0:  # full, or reset: the loop's own write or read sees it (and closes)
                 return False
             self._rest = data[written:]
         try:
@@ -507,3 +517,10 @@ class GIOPProtocol(asyncio.Protocol):
     def _read_timed_out(self) -> None:
         self._read_timer = None
         self._protocol_error(ProtocolError(f"incomplete message stalled for {self.config.read_timeout} s"))
+
+
+# The Python original of the function with a C twin (tests/test_direct_replies.py compares them).
+_PYTHON_TWINS: dict[str, Callable[..., object]] = {"_send_now": _send_now}
+# With the compiled accelerator, the C twin takes its place: once per reply a dispatcher thread writes.
+if _accelerator.status().compiled:
+    from pyorb.aio._csend import _send_now  # noqa: E402
