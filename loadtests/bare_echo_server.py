@@ -114,8 +114,14 @@ async def serve(ns: argparse.Namespace) -> None:
         for _ in range(ns.threads):
             threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
     server = await loop.create_server(lambda: Bare(jobs, ns.per_connection), ns.host, ns.port)
+    await serve_until_stdin_eof(server, "IDL:Bench/Echo:1.0", ns.host, b"Echo")
+
+
+async def serve_until_stdin_eof(server: asyncio.Server, type_id: str, host: str, key: bytes) -> None:
+    """Print ``server``'s IOR on stdout's first line, then serve until stdin reaches end of file."""
+    loop = asyncio.get_running_loop()
     port = server.sockets[0].getsockname()[1]
-    print(build_ior("IDL:Bench/Echo:1.0", ns.host, port, b"Echo").to_string(), flush=True)
+    print(build_ior(type_id, host, port, key).to_string(), flush=True)
     stdin_closed = loop.create_future()
     # stdin EOF is the stop signal: a daemon thread waits for it.
     threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set_result, None)),

@@ -26,16 +26,16 @@ import argparse
 import asyncio
 import struct
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 # The IOR helpers of this checkout, whatever the working directory.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bare_sink_client import request_template  # noqa: E402  (needs the path set above)
+from bare_echo_server import serve_until_stdin_eof  # noqa: E402  (needs the path set above)
+from bare_sink_client import request_template  # noqa: E402
 
-from pyorb.giop.ior import build_ior, parse_reference  # noqa: E402
+from pyorb.giop.ior import parse_reference  # noqa: E402
 
 REQUEST_HEADER = b"GIOP\x01\x02\x01\x00"  # GIOP 1.2, little-endian, Request
 REPLY_HEADER = b"GIOP\x01\x02\x01\x01"
@@ -62,11 +62,12 @@ def messages(buf: bytearray, header: bytes) -> list[bytes]:
     return out
 
 
-class Sink(asyncio.Protocol):
-    """Answers each request ``delay`` seconds after it arrives."""
+class Framed(asyncio.Protocol):
+    """A connection that takes whole messages of one type (``HEADER``) and closes on anything else."""
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
+    HEADER = REQUEST_HEADER
+
+    def __init__(self) -> None:
         self.buf = bytearray()
         self.transport: Any = None
 
@@ -76,12 +77,27 @@ class Sink(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.buf += data
         try:
-            requests = messages(self.buf, REQUEST_HEADER)
+            received = messages(self.buf, self.HEADER)
         except ValueError:
             self.transport.close()
             return
+        if received:
+            self.messages_received(received)
+
+    def messages_received(self, received: list[bytes]) -> None:
+        raise NotImplementedError
+
+
+class Sink(Framed):
+    """Answers each request ``delay`` seconds after it arrives."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def messages_received(self, received: list[bytes]) -> None:
         later = asyncio.get_running_loop().call_later
-        for msg in requests:
+        for msg in received:
             later(self.delay, self._answer, msg[12:16], msg[-8:])
 
     def _answer(self, request_id: bytes, token: bytes) -> None:
@@ -89,18 +105,16 @@ class Sink(asyncio.Protocol):
             self.transport.write(reply(request_id, token))
 
 
-class Upstream(asyncio.Protocol):
+class Upstream(Framed):
     """The middle tier's one connection to the sink: pending calls by request id."""
 
+    HEADER = REPLY_HEADER
+
     def __init__(self, key: bytes) -> None:
+        super().__init__()
         self.head, self.tail = request_template(key)
         self.pending: dict[int, tuple[Any, bytes]] = {}
         self.next_id = 0
-        self.buf = bytearray()
-        self.transport: Any = None
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
 
     def forward(self, caller: Any, request_id: bytes, token: bytes) -> bytes:
         """The sink's request for one caller's call (the caller writes it, batched per read)."""
@@ -108,17 +122,11 @@ class Upstream(asyncio.Protocol):
         self.pending[self.next_id] = (caller, request_id)
         return self.head + struct.pack("<I", self.next_id) + self.tail + token
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        try:
-            replies = messages(self.buf, REPLY_HEADER)
-        except ValueError:
-            self.transport.close()
-            return
+    def messages_received(self, received: list[bytes]) -> None:
         # One write per caller per read: the replies a read brings for the same
         # connection go out together, as the callers' requests went up.
         out: dict[Any, list[bytes]] = {}
-        for msg in replies:
+        for msg in received:
             caller, request_id = self.pending.pop(int.from_bytes(msg[12:16], "little"))
             out.setdefault(caller, []).append(reply(request_id, msg[24:32]))
         for caller, chunks in out.items():
@@ -126,27 +134,16 @@ class Upstream(asyncio.Protocol):
                 caller.transport.write(b"".join(chunks))
 
 
-class Middle(asyncio.Protocol):
+class Middle(Framed):
     """One client's connection to the middle tier."""
 
     def __init__(self, upstream: Upstream) -> None:
+        super().__init__()
         self.upstream = upstream
-        self.buf = bytearray()
-        self.transport: Any = None
 
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        try:
-            requests = messages(self.buf, REQUEST_HEADER)
-        except ValueError:
-            self.transport.close()
-            return
-        if requests:
-            forward = self.upstream.forward
-            self.upstream.transport.write(b"".join(forward(self, msg[12:16], msg[-8:]) for msg in requests))
+    def messages_received(self, received: list[bytes]) -> None:
+        forward = self.upstream.forward
+        self.upstream.transport.write(b"".join(forward(self, msg[12:16], msg[-8:]) for msg in received))
 
 
 async def serve(ns: argparse.Namespace) -> None:
@@ -159,14 +156,7 @@ async def serve(ns: argparse.Namespace) -> None:
             raise SystemExit("bare_middle: the sink's reference has no IIOP profile")
         _, upstream = await loop.create_connection(lambda: Upstream(profile.object_key), profile.host, profile.port)
         server = await loop.create_server(lambda: Middle(upstream), ns.host, ns.port)
-    port = server.sockets[0].getsockname()[1]
-    print(build_ior("IDL:Bench/Sink:1.0", ns.host, port, b"Sink").to_string(), flush=True)
-    stdin_closed = loop.create_future()
-    # stdin EOF is the stop signal: a daemon thread waits for it.
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set_result, None)),
-                     daemon=True).start()
-    async with server:
-        await stdin_closed
+    await serve_until_stdin_eof(server, "IDL:Bench/Sink:1.0", ns.host, b"Sink")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
