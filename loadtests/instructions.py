@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import re
 import shutil
@@ -36,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -140,7 +141,7 @@ async def serve_alone(kind: str, pool: int) -> None:
     stop = loop.create_future()
 
     def stdin_readable() -> None:
-        if not sys.stdin.buffer.read1(1):  # end of file: the driver is done
+        if not cast(io.BufferedReader, sys.stdin.buffer).read1(1):  # end of file: the driver is done
             loop.remove_reader(sys.stdin.fileno())
             stop.set_result(None)
 
@@ -165,11 +166,11 @@ async def serve_alone(kind: str, pool: int) -> None:
         jobs = queue.SimpleQueue()
         for _ in range(pool):
             threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
-    server = await loop.create_server(lambda: Bare(jobs), "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+    bare = await loop.create_server(lambda: Bare(jobs), "127.0.0.1", 0)
+    port = bare.sockets[0].getsockname()[1]
     print(build_ior("IDL:Bench/Echo:1.0", "127.0.0.1", port, b"Echo").to_string(), flush=True)
     await stop
-    server.close()
+    bare.close()
 
 
 async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None:
