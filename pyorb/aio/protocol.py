@@ -54,6 +54,7 @@ def _send_now(sock: socket.socket, data: bytes | bytearray | memoryview) -> int:
     except OSError:
         return -1
 
+
 BATCH = 64
 """Messages of one connection handled per event-loop turn before the other connections get theirs."""
 
