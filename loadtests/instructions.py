@@ -60,11 +60,20 @@ def bench() -> tuple[Any, Any]:
     return idl, Echo()
 
 
+def client_config() -> Any:
+    """The pyorb client's configuration: with ``PYORB_BENCH_CALL_TIMEOUT`` (seconds, set by
+    ``--call-timeout``), every call has a deadline, as the middle tier's calls to its sink do."""
+    import pyorb
+
+    timeout = os.environ.get("PYORB_BENCH_CALL_TIMEOUT")
+    return pyorb.Config(call_timeout=float(timeout) if timeout else None)
+
+
 async def pyorb_workload(calls: int, in_flight: int) -> None:
     import pyorb
 
     idl, servant = bench()
-    async with pyorb.Server() as server, pyorb.Client() as client:
+    async with pyorb.Server() as server, pyorb.Client(client_config()) as client:
         echo = client.resolve(server.ior(server.activate(servant, "Echo")), idl.Bench.Echo)
         await _drive(echo.ping, calls, in_flight)
 
@@ -179,7 +188,7 @@ async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None
         import pyorb
 
         idl, _ = bench()
-        async with pyorb.Client() as client:
+        async with pyorb.Client(client_config()) as client:
             echo = client.resolve(target, idl.Bench.Echo)
             await _drive(echo.ping, calls, in_flight)
         return
@@ -275,6 +284,8 @@ def main() -> None:
                         help="also count the server alone and the client alone (each against the bare peer)")
     parser.add_argument("--pool", type=int, default=0, metavar="N",
                         help="also count the server alone under thread_pool(N), against the bare server with N threads")
+    parser.add_argument("--call-timeout", type=float, default=None, metavar="S",
+                        help="give every pyorb client call a timeout of S seconds (as the middle tier's calls have)")
     parser.add_argument("--inner", choices=("pyorb", "bare", "pyorb-server", "bare-server", "pyorb-pool-server",
                                             "bare-pool-server", "pyorb-client", "bare-client"), help=argparse.SUPPRESS)
     parser.add_argument("--inner-calls", type=int, default=1000, help=argparse.SUPPRESS)
@@ -290,6 +301,10 @@ def main() -> None:
     n1, n2 = ns.calls
     if not 0 < n1 < n2:
         parser.error("--calls N1 N2 with 0 < N1 < N2")
+    if ns.call_timeout is not None:
+        if not ns.call_timeout > 0:
+            parser.error("--call-timeout must be positive")
+        os.environ["PYORB_BENCH_CALL_TIMEOUT"] = str(ns.call_timeout)  # inherited by the counted processes
     from rich.console import Console
     from rich.table import Table
 
@@ -314,7 +329,9 @@ def main() -> None:
                 low = count(what, n1, ns.in_flight, Path(tmp), pure, ns.pool)
                 high = count(what, n2, ns.in_flight, Path(tmp), pure, ns.pool)
                 per_call[what, pure] = (high - low) / (n2 - n1)
-    table = Table(title=f"instructions per round trip (callgrind), {ns.in_flight} in flight, calls {n1} and {n2}")
+    timeouts = f", client calls with a {ns.call_timeout:g} s timeout" if ns.call_timeout else ""
+    table = Table(title=f"instructions per round trip (callgrind), {ns.in_flight} in flight, calls {n1} and {n2}"
+                        f"{timeouts}")
     for column in ("what is counted", "workload", "instructions per call", "ratio to bare"):
         table.add_column(column, justify="left" if column in ("what is counted", "workload") else "right")
     for title, bare, kind in pairs:

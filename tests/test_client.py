@@ -112,6 +112,19 @@ async def test_finished_calls_leave_no_deadline_or_slot(served: Any) -> None:
 
 
 @pytest.mark.asyncio
+async def test_calls_under_the_configured_timeout_leave_no_deadline_and_still_time_out() -> None:
+    # The proxy's common path with Config.call_timeout: each reply drops its deadline in the reply's one frame.
+    async with pyorb.Server() as server, pyorb.Client(pyorb.Config(call_timeout=0.5)) as client:
+        quoter = client.resolve(server.ior(server.activate(SlowQuoter())), Stock.Quoter)
+        assert await asyncio.gather(*(quoter.get_quote(str(i % 3)) for i in range(300))) == [i % 3 for i in range(300)]
+        deadlines = Deadlines.of(asyncio.get_running_loop())
+        assert len(deadlines) == 0 and deadlines._slots == {}
+        with pytest.raises(CORBA.TIMEOUT):
+            await quoter.get_quote("2000")
+        assert len(deadlines) == 0 and next(iter(client._conns.values())).pending == {}
+
+
+@pytest.mark.asyncio
 async def test_a_timeout_never_fires_early(served: Any) -> None:
     _, _, _, quoter = served
     loop = asyncio.get_running_loop()

@@ -15,6 +15,7 @@ from omniORB import CORBA
 from pyorb.client.balancer import POLICIES, Balancer
 from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, connect_failure, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
+from pyorb.client.deadlines import Deadlines
 from pyorb.client.invocation import Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
@@ -70,6 +71,8 @@ class Client:
         self._tls = client_option(tls)
         self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
         self._conns: dict[Endpoint, ClientConnection] = {}
+        self._deadlines: Deadlines | None = None  # the deadlines of the loop this client's calls last ran on
+        self._deadlines_loop: asyncio.AbstractEventLoop | None = None
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
         self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
         self._closed = False
@@ -157,7 +160,11 @@ class Client:
                 inv.set_exception(exc)
                 return inv
         if timeout is not None:
-            inv.expire_in(timeout, loop)
+            deadlines = self._deadlines
+            if deadlines is None or self._deadlines_loop is not loop:  # Deadlines.of is a weak-dict lookup
+                deadlines = self._deadlines = Deadlines.of(loop)
+                self._deadlines_loop = loop
+            inv.expire_in(timeout, loop, deadlines)
         if route is not None and route.group is None:  # _send's common case, inline: an open connection
             conn = self._conns.get(route.endpoint)
             if conn is not None and conn.is_open:

@@ -80,19 +80,21 @@ class Invocation(asyncio.Future[Any]):
         return True
 
     # -- outcomes --------------------------------------------------------------
-    def expire_in(self, timeout: float, loop: asyncio.AbstractEventLoop) -> None:
-        self.deadlines = deadlines = Deadlines.of(loop)
+    def expire_in(self, timeout: float, loop: asyncio.AbstractEventLoop, deadlines: Deadlines | None = None) -> None:
+        """Time the call out after ``timeout`` seconds; ``deadlines``: the loop's, if the caller has them at hand."""
+        if deadlines is None:
+            deadlines = Deadlines.of(loop)
+        self.deadlines = deadlines
         self.deadline = deadlines.add(self, timeout, loop)
 
     def complete(self, reply: Reply) -> None:
         if self.done():
             return
         conn = self.conn
-        if (reply.reply_status is _NO_EXCEPTION and conn is not None and self.intercepted is None
-                and self.deadlines is None):
-            # The common reply in one frame: nothing to release (the connection
-            # has dropped the call already, it has no deadline), no interceptor
-            # to tell.  A body that does not decode takes the general way, which
+        if reply.reply_status is _NO_EXCEPTION and conn is not None and self.intercepted is None:
+            # The common reply in one frame: nothing to release but the deadline
+            # (the connection has dropped the call already), no interceptor to
+            # tell.  A body that does not decode takes the general way, which
             # logs it and fails the call with MARSHAL.
             core = conn.core
             wide11 = bool(core.wide_giop11) and reply.version == GIOP_1_1
@@ -102,6 +104,10 @@ class Invocation(asyncio.Future[Any]):
             except CORBA.SystemException:
                 pass
             else:
+                deadlines = self.deadlines
+                if deadlines is not None:  # release()'s one job here
+                    self.deadlines = None
+                    deadlines.remove(self, self.deadline)
                 self.set_result(value)
                 return
         if self.intercepted is not None:
