@@ -76,10 +76,11 @@ class ReplyInbox:
         The thread writes it itself (``Channel.write_from_thread``) unless a
         batch of replies is already on its way to the loop, or an AMH handler
         waits to hear it was sent (``on_sent``): then it joins the loop's
-        batch.  A thread's write costs it a round of the interpreter lock,
-        which many busy threads make dear, and a batch on its way costs
-        nothing more; a drain that only settles calls writes nothing, so it
-        stops no thread from writing.  Either way the loop settles the call."""
+        batch.  A thread's write costs it a system call (and, on the
+        pure-Python path, a round of the interpreter lock, which many busy
+        threads make dear), and a batch on its way costs nothing more; a
+        drain that only settles calls writes nothing, so it stops no thread
+        from writing.  Either way the loop settles the call."""
         if not self.carrying and sink.on_sent is None and sink.channel.write_from_thread(data):
             self.add(sink, None)  # written: the loop only settles the call
         else:
