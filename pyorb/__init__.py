@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyorb.config import Config as Config
     from pyorb.giop.errors import ProtocolError as ProtocolError
     from pyorb.idl import compile_idl as compile_idl, load_idl as load_idl
+    from pyorb.server.admission import AdmissionPolicy as AdmissionPolicy
     from pyorb.server.strategies import EventLoopStrategy as EventLoopStrategy
     from pyorb.server.server import Server as Server
     from pyorb.server.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AdmissionPolicy": "pyorb.server.admission",
     "BlockingClient": "pyorb.client.blocking",
     "Client": "pyorb.client.client",
     "Config": "pyorb.config",

@@ -65,6 +65,12 @@ class Config:
     """Elements of one received sequence of a type that takes no octets (sequence<null> in an any) beyond which the body gets MARSHAL."""
     direct_replies: bool = True
     """A dispatcher thread writes its reply to a plain TCP socket itself when the connection's output is idle and no batch of replies is on its way to the loop (False: every reply goes through the event loop)."""
+    queue_target: float | None = None
+    """Admission control (CoDel): once every call for ``queue_interval`` seconds waited longer than this many seconds for its strategy, calls that would wait longer are answered TRANSIENT (completed NO) at once; None: never shed.  Per operation: ``Server.activate(admission=...)``."""
+    queue_interval: float = 0.1
+    """Seconds the queue's wait must stay above ``queue_target`` before the server sheds calls."""
+    queue_limit: float | None = None
+    """Seconds a call may wait for a thread before it is answered TRANSIENT (completed NO), whatever the load; None: no bound."""
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:
@@ -95,6 +101,13 @@ class Config:
         for name in ("max_nesting_depth", "max_typecode_size", "max_empty_elements"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+        for name in ("queue_target", "queue_limit"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds or None, got {value}")
+        if not self.queue_interval > 0:
+            raise ValueError(f"queue_interval must be a positive number of seconds, got {self.queue_interval}")
 
     def value_bounds(self) -> Bounds:
         """The limits checked on received values before they are unmarshaled."""

@@ -136,9 +136,9 @@ class Served:
 def serve(server_loop: LoopThread) -> Iterator[Any]:
     servers: list[pyorb.Server] = []
 
-    def start(strategy: str = "reactive") -> Served:
+    def start(strategy: str = "reactive", **config: Any) -> Served:
         async def go() -> pyorb.Server:
-            server = pyorb.Server(strategy=strategy)
+            server = pyorb.Server(strategy=strategy, config=pyorb.Config(**config))
             await server.start()
             return server
         server = server_loop.run(go())
@@ -465,3 +465,100 @@ def test_stats_table_renders() -> None:
     console.print(server.stats().table())
     text = console.export_text()
     assert "strategy thread_pool(2)" in text and "operation Bench::Echo.ping" in text
+
+
+# -- admission control --------------------------------------------------------
+
+QUEUEING = ["thread_pool(1)", "thread_per_request(1)", "thread_per_connection", "threaded", "locality(1)"]
+
+
+async def _outcomes(calls: list[asyncio.Future[Any]]) -> tuple[list[Any], list[CORBA.TRANSIENT]]:
+    done = await asyncio.gather(*calls, return_exceptions=True)
+    shed = [r for r in done if isinstance(r, CORBA.TRANSIENT)]
+    return [r for r in done if not isinstance(r, BaseException)], shed
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("spec", QUEUEING)
+async def test_a_queued_call_is_refused_at_the_queue_limit(serve: Any, clients: Any, spec: str) -> None:
+    from prometheus_client.core import CollectorRegistry
+
+    from pyorb.server.admission import SHED_MINOR
+    from pyorb.server.metrics import StatsCollector
+
+    tracker = Tracker()
+    served = serve(spec, queue_limit=0.3)
+    ref = served.activate(SyncSink(tracker), "sink")
+    (client,) = clients(1)  # one connection: every strategy here queues its calls behind the blocked one
+    proxy = sink(client, ref)
+    blocked = asyncio.ensure_future(proxy.work(BLOCK))
+    await wait_until(lambda: tracker.active == 1)
+    queued = [asyncio.ensure_future(proxy.work(i, timeout=20)) for i in range(3)]
+    try:
+        # Answered while the thread is still busy: the limit's timer, not a free thread, refuses them.
+        ok, shed = await _outcomes(queued)
+        assert tracker.active == 1 and not blocked.done()
+    finally:
+        tracker.release.set()
+    assert await blocked == BLOCK
+    assert ok == [] and len(shed) == 3
+    assert {(e.minor, e.completed) for e in shed} == {(SHED_MINOR, CORBA.COMPLETED_NO)}
+    assert [t for t, _ in tracker.starts] == [BLOCK]  # a refused call never ran
+    stats = served.server.stats()
+    (op,) = stats.operations
+    assert (op.shed, op.failed, op.served) == (3, 3, 4)
+    assert stats.strategies[0].shed == 3
+    registry = CollectorRegistry()
+    registry.register(StatsCollector(served.server))
+    assert registry.get_sample_value("pyorb_requests_shed_total", {"operation": "Bench::Sink.work"}) == 3
+    assert registry.get_sample_value("pyorb_strategy_shed_total", {"strategy": stats.strategies[0].name}) == 3
+    assert registry.get_sample_value("pyorb_queue_age_seconds", {"operation": "Bench::Sink.work"}) == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("spec", [*QUEUEING, "reactive", "amh"])
+async def test_a_standing_queue_is_shed(serve: Any, clients: Any, spec: str) -> None:
+    class LoopBlockingAMH(pyorb.amh_skeleton(Bench__POA.Sink)):  # type: ignore[misc]
+        def work(self, rh: Any, token: int) -> None:  # CPU demand on the loop thread, then the reply
+            time.sleep(0.02)
+            rh.work(token)
+
+    served = serve(spec, queue_target=0.01, queue_interval=0.05)
+    servant = LoopBlockingAMH() if spec == "amh" else SyncSink(Tracker(delay=0.02))
+    ref = served.activate(servant, "sink")
+    (client,) = clients(1)
+    proxy = sink(client, ref)
+    # 40 calls at once, 20 ms each: a queue that stands for 0.8 s without admission control.
+    ok, shed = await _outcomes([asyncio.ensure_future(proxy.work(i, timeout=20)) for i in range(40)])
+    assert len(ok) + len(shed) == 40
+    assert ok and len(shed) >= 20, (len(ok), len(shed))
+    (op,) = served.server.stats().operations
+    assert op.shed == len(shed)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("spec", ["thread_pool(1)", "reactive"])
+async def test_admission_is_chosen_per_operation(serve: Any, clients: Any, spec: str) -> None:
+    from pyorb.server.admission import AdmissionPolicy
+
+    served = serve(spec, queue_target=0.01, queue_interval=0.05)
+    shedding = served.activate(SyncSink(Tracker(delay=0.02)), "a")
+    patient = served.activate(SyncSink(Tracker(delay=0.02)), "b", admission=AdmissionPolicy())
+    (client,) = clients(1)
+    for ref, sheds in ((shedding, True), (patient, False)):
+        proxy = sink(client, ref)
+        ok, shed = await _outcomes([asyncio.ensure_future(proxy.work(i, timeout=20)) for i in range(30)])
+        assert bool(shed) is sheds and len(ok) + len(shed) == 30
+
+
+def test_bad_admission_settings_fail_early() -> None:
+    from pyorb.server.admission import AdmissionPolicy
+
+    with pytest.raises(ValueError, match="queue_target must be a positive"):
+        pyorb.Config(queue_target=0)
+    with pytest.raises(ValueError, match="queue_interval must be a positive"):
+        pyorb.Config(queue_interval=-1.0)
+    with pytest.raises(ValueError, match="admission limit must be a positive"):
+        AdmissionPolicy(limit=0)
+    with pytest.raises(ValueError, match="has no operation nope"):
+        pyorb.Server().activate(Echo(), "x", admissions={"nope": AdmissionPolicy(target=0.1)})

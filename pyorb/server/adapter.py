@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
 from pyorb.marshal.body import IS_A, NON_EXISTENT
+from pyorb.server.admission import Admission, AdmissionPolicy
 from pyorb.server.dispatch import Strategy
 from pyorb.server.servant import OpEntry, ServantInfo, Style, servant_info
 from pyorb.server.stats import Recorder
@@ -41,6 +42,12 @@ class Binding:
     routes: dict[str, Route]
 
 
+def stats_name(info: ServantInfo, op: str) -> str:
+    """An operation's name in the statistics: ``Module::Interface.op``."""
+    iface = info.type_id.split(":")[1].replace("/", "::") if info.type_id.count(":") >= 2 else info.type_id
+    return f"{iface}.{op}"
+
+
 class ObjectAdapter:
     """Maps object keys to servants, and each of their operations to a strategy.
 
@@ -49,11 +56,14 @@ class ObjectAdapter:
     adapter's default.
     """
 
-    def __init__(self, strategy: str | Strategy = "reactive", registry: StrategyRegistry | None = None) -> None:
+    def __init__(self, strategy: str | Strategy = "reactive", registry: StrategyRegistry | None = None,
+                 admission: AdmissionPolicy = AdmissionPolicy()) -> None:
         self.registry = registry if registry is not None else StrategyRegistry()
         self.default = self.registry.get(strategy)
-        self.recorders: dict[tuple[str, Strategy], Recorder] = {}
-        """Per (operation, strategy): merged into per-operation and per-strategy statistics."""
+        self.admission = admission
+        """Admission control of the operations activated without their own (``Config.queue_*``)."""
+        self.recorders: dict[tuple[str, Strategy, AdmissionPolicy], Recorder] = {}
+        """Per (operation, strategy, admission policy): merged into per-operation and per-strategy statistics."""
         self._servants: dict[bytes, Binding] = {}
         self.lookup: Callable[[bytes], Binding | None] = self._servants.get
         """The active servant's binding for an object key, or None (the map's own ``get``: one C call per request)."""
@@ -75,6 +85,8 @@ class ObjectAdapter:
         operations: Mapping[str, str | Strategy] | None = None,
         deadline: float | None = None,
         deadlines: Mapping[str, float] | None = None,
+        admission: AdmissionPolicy | None = None,
+        admissions: Mapping[str, AdmissionPolicy] | None = None,
     ) -> bytes:
         """Serve ``servant`` under ``key`` (a fresh one if None); returns the key.
 
@@ -88,6 +100,10 @@ class ObjectAdapter:
         ``deadline`` (seconds, every operation) and ``deadlines`` (per
         operation) bound how long a request may take: then the client gets
         CORBA.TIMEOUT and the servant's late reply is discarded.
+        ``admission`` (every operation; default: the adapter's) and
+        ``admissions`` (per operation) say when calls are refused
+        TRANSIENT instead of queued (:mod:`pyorb.server.admission`);
+        ``AdmissionPolicy()`` refuses none.
         Raises ValueError for an active key, a bad strategy spec or deadline,
         or an operation the servant's interface does not have.
         """
@@ -98,7 +114,8 @@ class ObjectAdapter:
             key = key.encode()
         if key in self._servants:
             raise ValueError(f"object key {key!r} is already active")
-        routes = self._routes(info, strategy, operations or {}, deadline, deadlines or {})
+        routes = self._routes(info, strategy, operations or {}, deadline, deadlines or {},
+                              self.admission if admission is None else admission, admissions or {})
         self._servants[key] = Binding(servant, info, routes)
         return key
 
@@ -109,8 +126,10 @@ class ObjectAdapter:
         operations: Mapping[str, str | Strategy],
         deadline: float | None,
         deadlines: Mapping[str, float],
+        admission: AdmissionPolicy,
+        admissions: Mapping[str, AdmissionPolicy],
     ) -> dict[str, Route]:
-        unknown = sorted((set(operations) | set(deadlines)) - set(info.declared))
+        unknown = sorted((set(operations) | set(deadlines) | set(admissions)) - set(info.declared))
         if unknown:
             raise ValueError(f"{info.type_id} has no operation {', '.join(unknown)}")
         for value in (deadline, *deadlines.values()):
@@ -122,16 +141,23 @@ class ObjectAdapter:
             spec = operations.get(name)
             chosen = default if spec is None else self.registry.get(spec)
             limit = deadlines.get(name, deadline)
-            inline = getattr(chosen, "runs_sync_inline", False) and entry.style is Style.SYNC and limit is None
-            routes[name] = Route(entry, chosen, self._recorder(info, name, chosen), limit, inline)
+            policy = admissions.get(name, admission)
+            # Admission control needs the strategy to see the call first.
+            inline = (getattr(chosen, "runs_sync_inline", False) and entry.style is Style.SYNC and limit is None
+                      and not policy.active)
+            routes[name] = Route(entry, chosen, self._recorder(info, name, chosen, policy), limit, inline)
         return routes
 
-    def _recorder(self, info: ServantInfo, op: str, strategy: Strategy) -> Recorder:
-        iface = info.type_id.split(":")[1].replace("/", "::") if info.type_id.count(":") >= 2 else info.type_id
-        key = (f"{iface}.{op}", strategy)
+    def _recorder(self, info: ServantInfo, op: str, strategy: Strategy, policy: AdmissionPolicy) -> Recorder:
+        # The calls carry their recorder, and with it their admission control:
+        # one per policy, so that objects activated with different ones keep them.
+        name = stats_name(info, op)
+        key = (name, strategy, policy)
         recorder = self.recorders.get(key)
         if recorder is None:
             recorder = self.recorders[key] = Recorder()
+            if policy.active:
+                recorder.admission = Admission(policy, name, strategy.name, recorder)
         return recorder
 
     def deactivate(self, key: bytes | str) -> None:

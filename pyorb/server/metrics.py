@@ -13,12 +13,18 @@ recorded twice).  Families, each labelled by ``operation`` or ``strategy``:
 
 * ``pyorb_requests_total``, ``pyorb_requests_failed_total``,
   ``pyorb_requests_rejected_total`` (refused by an interceptor, e.g.
-  NO_PERMISSION), ``pyorb_requests_dropped_total``: counters;
-* ``pyorb_requests_in_flight``: gauge;
+  NO_PERMISSION), ``pyorb_requests_dropped_total``,
+  ``pyorb_requests_shed_total`` (refused TRANSIENT by admission control):
+  counters;
+* ``pyorb_requests_in_flight`` and ``pyorb_queue_age_seconds`` (how long the
+  oldest queued call has waited; the event loop's lag for ``reactive`` and
+  ``amh``): gauges;
 * ``pyorb_request_service_seconds`` and ``pyorb_request_wait_seconds``:
   summaries (count and sum over every request; the 0.5/0.9/0.99 quantiles of
   the recent window as ``quantile`` samples);
-* ``pyorb_strategy_queued``, ``pyorb_strategy_threads``: gauges per strategy;
+* ``pyorb_strategy_queued``, ``pyorb_strategy_threads``,
+  ``pyorb_strategy_queue_age_seconds``: gauges per strategy, and
+  ``pyorb_strategy_shed_total``: a counter per strategy;
 * ``pyorb_connections`` (gauge) and ``pyorb_tls_handshakes_refused_total``.
 """
 
@@ -59,6 +65,7 @@ class StatsCollector(Collector):
                                   lambda s: s.rejected),
             "requests_dropped": ("Replies that could not be delivered (client gone, request cancelled)",
                                  lambda s: s.dropped),
+            "requests_shed": ("Requests refused TRANSIENT by admission control (overload)", lambda s: s.shed),
         }
         for name, (doc, value) in counters.items():
             family = CounterMetricFamily(f"{ns}_{name}", doc, labels=["operation"])
@@ -67,19 +74,30 @@ class StatsCollector(Collector):
             yield family
         in_flight = GaugeMetricFamily(f"{ns}_requests_in_flight", "Requests queued or in servant code",
                                       labels=["operation"])
+        age = GaugeMetricFamily(f"{ns}_queue_age_seconds", "How long the oldest queued call has waited",
+                                labels=["operation"])
         for op in stats.operations:
             in_flight.add_metric([op.name], op.in_flight)
+            age.add_metric([op.name], op.queue_age)
         yield in_flight
+        yield age
         yield from _summary(f"{ns}_request_service_seconds", "Time in servant code", stats.operations,
                             lambda s: s.service)
         yield from _summary(f"{ns}_request_wait_seconds", "Time queued before servant code ran", stats.operations,
                             lambda s: s.wait)
         for name, doc, attr in (("strategy_queued", "Calls queued for a strategy's threads", "queued"),
-                                ("strategy_threads", "Threads a strategy runs", "threads")):
+                                ("strategy_threads", "Threads a strategy runs", "threads"),
+                                ("strategy_queue_age_seconds", "How long the strategy's oldest queued call has waited",
+                                 "queue_age")):
             gauge = GaugeMetricFamily(f"{ns}_{name}", doc, labels=["strategy"])
             for strategy in stats.strategies:
                 gauge.add_metric([strategy.name], getattr(strategy, attr))
             yield gauge
+        shed = CounterMetricFamily(f"{ns}_strategy_shed", "Requests a strategy's admission control refused",
+                                   labels=["strategy"])
+        for strategy in stats.strategies:
+            shed.add_metric([strategy.name], strategy.shed)
+        yield shed
         yield GaugeMetricFamily(f"{ns}_connections", "Client connections open", value=stats.connections)
         yield CounterMetricFamily(f"{ns}_tls_handshakes_refused", "TLS handshakes refused or timed out",
                                   value=stats.tls_refused)

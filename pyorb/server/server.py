@@ -18,6 +18,7 @@ from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
 from pyorb.interceptors import ServerInterceptor
 from pyorb.interceptors import check as check_interceptors
+from pyorb.server.admission import AdmissionPolicy
 from pyorb.server.adapter import ObjectAdapter
 from pyorb.server.connection import ServerConnection
 from pyorb.server.dispatch import Strategy
@@ -243,7 +244,9 @@ class Server:
             # A bad entry fails here, not at start.
             published_addresses([(h, p or 1) for h, p in (binds or tls_binds)], publish)
         self.config = config
-        self.adapter = ObjectAdapter("reactive" if strategy is None else strategy)
+        self.adapter = ObjectAdapter("reactive" if strategy is None else strategy,
+                                     admission=AdmissionPolicy(config.queue_target, config.queue_interval,
+                                                               config.queue_limit))
         self.adapter.interceptors = check_interceptors(interceptors, ServerInterceptor)
         self._binds = binds
         self._tls_binds = tls_binds
@@ -456,6 +459,8 @@ class Server:
         operations: Mapping[str, str | Strategy] | None = None,
         deadline: float | None = None,
         deadlines: Mapping[str, float] | None = None,
+        admission: AdmissionPolicy | None = None,
+        admissions: Mapping[str, AdmissionPolicy] | None = None,
     ) -> bytes:
         """Serve ``servant`` under ``key``; returns the object key.
 
@@ -464,18 +469,23 @@ class Server:
         ``deadline`` (all operations) and ``deadlines`` (per operation) are
         time limits in seconds: past it the client gets CORBA.TIMEOUT and the
         servant's late reply is discarded.
+        ``admission`` (all operations; default: from the server's Config
+        ``queue_target``, ``queue_interval`` and ``queue_limit``) and
+        ``admissions`` (per operation) say when a call is refused with
+        CORBA.TRANSIENT, completed NO, instead of queued (see
+        :mod:`pyorb.server.admission`).
         """
         return self.adapter.activate(servant, key, strategy=strategy, operations=operations, deadline=deadline,
-                                     deadlines=deadlines)
+                                     deadlines=deadlines, admission=admission, admissions=admissions)
 
     def stats(self) -> ServerStats:
         """A snapshot of dispatch statistics per strategy and per operation."""
         recorders = list(self.adapter.recorders.items())  # one copy: metrics scrapes read from other threads
-        ops = sorted({op for (op, _), _r in recorders})
+        ops = sorted({op for (op, _, _), _r in recorders})
         return ServerStats(
-            tuple(merge(s.name, [r for (_, st), r in recorders if st is s], s.stats)
+            tuple(merge(s.name, [r for (_, st, _), r in recorders if st is s], s.stats)
                   for s in list(self.adapter.registry)),
-            tuple(merge(op, [r for (o, _), r in recorders if o == op]) for op in ops),
+            tuple(merge(op, [r for (o, _, _), r in recorders if o == op]) for op in ops),
             len(self.connections),
             self.load.tls_refused,
         )

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from pyorb.server.admission import Admission
+
 WINDOW = 4096
 """Recent calls over which percentiles are computed."""
 
@@ -60,6 +62,11 @@ class RecorderSnapshot:
     """Requests a server interceptor refused (e.g. NO_PERMISSION): they never reached the servant."""
     targets: tuple[tuple[str, str], ...] = ()
     """(operation, the strategy its new calls go to now), for a strategy that moves them (``adaptive``)."""
+    shed: int = 0
+    """Calls admission control answered TRANSIENT without running them (counted in ``failed`` too)."""
+    queue_age: float = 0.0
+    """Seconds the oldest call queued now has waited (the event-loop strategies: the loop's lag); 0 without
+    admission control."""
 
 
 class Recorder:
@@ -71,11 +78,12 @@ class Recorder:
     gone, request cancelled).  ``started`` is only written on the event-loop
     thread; the rest are written from dispatcher threads too, so under
     ``lock`` (uncontended, it costs well under a percent of a call, and
-    ``+=`` on an attribute is not atomic across threads).
+    ``+=`` on an attribute is not atomic across threads).  ``shed`` counts
+    the calls its ``admission`` control refused.
     """
 
     __slots__ = ("started", "served", "failed", "dropped", "rejected", "wait_total", "service_total", "samples",
-                 "lock")
+                 "lock", "shed", "admission")
 
     def __init__(self, window: int = WINDOW) -> None:
         self.lock = threading.Lock()
@@ -87,6 +95,9 @@ class Recorder:
         self.wait_total = 0.0
         self.service_total = 0.0
         self.samples: deque[tuple[float, float]] = deque(maxlen=window)
+        self.shed = 0
+        self.admission: Admission | None = None
+        """The operation's admission control under its strategy (None: every call is queued)."""
 
     def finish(self, wait: float, service: float, failed: bool) -> None:
         """One request's outcome, from any thread: worker threads may finish
@@ -112,8 +123,8 @@ class Gauges:
 
 def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None) -> RecorderSnapshot:
     """One snapshot of several recorders (an operation's, or a strategy's)."""
-    started = served = failed = dropped = rejected = 0
-    wait_total = service_total = 0.0
+    started = served = failed = dropped = rejected = shed = 0
+    wait_total = service_total = age = 0.0
     recent: list[tuple[float, float]] = []
     for r in recorders:
         with r.lock:  # one consistent reading per recorder
@@ -122,15 +133,18 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
             failed += r.failed
             dropped += r.dropped
             rejected += r.rejected
+            shed += r.shed
             wait_total += r.wait_total
             service_total += r.service_total
             recent.extend(list(r.samples))
+        if r.admission is not None:
+            age = max(age, r.admission.age())
     return RecorderSnapshot(
         name, served, max(0, started - served), failed, dropped,
         Timing.of(wait_total, served, [w for w, _ in recent]),
         Timing.of(service_total, served, [s for _, s in recent]),
         gauges.queued() if gauges else 0, gauges.threads() if gauges else 0, rejected,
-        _targets(gauges),
+        _targets(gauges), shed, age,
     )
 
 
@@ -164,15 +178,15 @@ class ServerStats:
                                                         ("operation", self.operations)) for s in rows]
         # The name column never wraps or truncates (the numbers' headers wrap instead).
         table.add_column("", no_wrap=True, min_width=max(map(len, names), default=0))
-        for col in ("served", "in flight", "queued", "threads", "failed", "dropped", "rejected",
-                    "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
+        for col in ("served", "in flight", "queued", "threads", "failed", "dropped", "rejected", "shed",
+                    "queue age ms", "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
             table.add_column(col, justify="right")
         for title, rows in (("strategy", self.strategies), ("operation", self.operations)):
             for s in rows:
                 table.add_row(
                     f"{title} {s.name}", str(s.served), str(s.in_flight),
                     str(s.queued) if title == "strategy" else "", str(s.threads) if title == "strategy" else "",
-                    str(s.failed), str(s.dropped), str(s.rejected), _ms(s.wait.mean), _ms(s.wait.p99),
+                    str(s.failed), str(s.dropped), str(s.rejected), str(s.shed), _ms(s.queue_age), _ms(s.wait.mean), _ms(s.wait.p99),
                     _ms(s.service.mean), _ms(s.service.p50), _ms(s.service.p99),
                 )
         return table

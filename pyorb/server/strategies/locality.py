@@ -21,8 +21,8 @@ from collections import deque
 from time import monotonic
 from typing import Hashable
 
-from pyorb.server.dispatch import Call, run_blocking
-from pyorb.server.strategies.threads import _join, _positive, _ThreadStrategy
+from pyorb.server.dispatch import Call
+from pyorb.server.strategies.threads import _join, _positive, _ThreadStrategy, run_admitted
 
 
 class LocalityStrategy(_ThreadStrategy):
@@ -89,7 +89,7 @@ class LocalityStrategy(_ThreadStrategy):
                 self._queued -= 1
                 self._busy.add(key)
             last = key
-            run_blocking(call)
+            run_admitted(call)
             call = None  # type: ignore[assignment]  # keep no finished request alive
             with self._lock:
                 self._busy.discard(key)

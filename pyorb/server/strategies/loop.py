@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Hashable
 
-from pyorb.server.dispatch import run_on_loop
+from pyorb.server.admission import LoopLag
+from pyorb.server.dispatch import Call, run_on_loop
 from pyorb.server.stats import Gauges
 
 
@@ -15,19 +17,34 @@ class EventLoopStrategy:
     runs (TAO's single-threaded reactive model): calls start in arrival order
     and one runs at a time.  Coroutine and AMH handlers run as tasks that
     interleave at their ``await`` points and occupy no thread while waiting.
+
+    Nothing waits in a queue of its own here: what waits is the event loop's
+    work (requests received but not yet read or dispatched, replies, timers).
+    Admission control judges a call by the loop's lag (:class:`LoopLag`),
+    measured once an operation has admission control.
     """
 
     def __init__(self, name: str = "reactive") -> None:
         self.name = name
         self.stats = Gauges()
+        self._lag: LoopLag | None = None
 
     runs_sync_inline = True
     """Synchronous servant code runs inside ``dispatch``: a connection may run it itself (``Route.inline``)."""
 
-    dispatch = staticmethod(run_on_loop)  # no extra call layer on the hot path
+    def dispatch(self, call: Call) -> asyncio.Task[None] | None:
+        admission = call.stats.admission
+        if admission is not None:
+            lag = self._lag
+            if lag is None:
+                lag = self._lag = LoopLag(call.channel.loop)
+            if not admission.admit(call, lag.current):
+                return None  # shed: answered TRANSIENT
+        return run_on_loop(call)
 
     def connection_closed(self, connection: Hashable) -> None:
         pass
 
     def close(self) -> None:
-        pass
+        if self._lag is not None:
+            self._lag.close()

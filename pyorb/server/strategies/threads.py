@@ -33,6 +33,13 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+def run_admitted(call: Call) -> None:
+    """Run a call a thread took from its queue, unless its admission control sheds it now (or did)."""
+    admission = call.stats.admission
+    if admission is None or admission.start(call):
+        run_blocking(call)
+
+
 def no_thread(call: Call, exc: BaseException) -> None:
     """Answer a call for which no thread could be started: TRANSIENT, completed NO (the client may retry)."""
     log.warning("cannot start a dispatcher thread for %s: %s; answering TRANSIENT", call.op.name, exc)
@@ -56,6 +63,9 @@ class _ThreadStrategy:
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         if call.entry.on_loop:
             return run_on_loop(call)
+        admission = call.stats.admission
+        if admission is not None and not admission.arrive(call):
+            return None  # shed: answered TRANSIENT
         try:
             self._submit(call)
         except RuntimeError as exc:
@@ -131,6 +141,9 @@ class ThreadPoolStrategy(_ThreadStrategy):
         # _ThreadStrategy.dispatch and a _submit in one frame: the per-call path.
         if call.entry.on_loop:
             return run_on_loop(call)
+        admission = call.stats.admission
+        if admission is not None and not admission.arrive(call):
+            return None  # shed: answered TRANSIENT
         if len(self._threads) < self.size:
             try:
                 self._grow(self._threads, self.size, "pyorb-pool", self._work)
@@ -171,7 +184,9 @@ class ThreadPoolStrategy(_ThreadStrategy):
                     turns.put(key)  # the connection's next call waits for the others' turns
                 else:
                     del queues[key]
-            run_blocking(call)
+            admission = call.stats.admission
+            if admission is None or admission.start(call):
+                run_blocking(call)
             call = None  # type: ignore[assignment]  # an idle thread keeps no finished request alive
 
     def connection_resumed(self, connection: Hashable) -> None:
@@ -193,39 +208,84 @@ class ThreadPoolStrategy(_ThreadStrategy):
 class ThreadPerRequestStrategy(_ThreadStrategy):
     """``thread_per_request`` or ``thread_per_request(max)``: a new thread per call.
 
-    Guarantees: calls of one connection overlap; with ``max``, at most that
-    many threads exist and further calls wait in a FIFO queue, each started
-    on a new thread when one ends.
+    Guarantees: calls of one connection overlap.  With ``max``, at most that
+    many threads exist; when no thread can be started (the cap, or
+    ``Thread.start`` failing: the process is out of threads or memory) the
+    call waits, and a thread that ends starts one for the next waiting call,
+    taking the connections round-robin as ``thread_pool`` does: a connection
+    with thousands of calls waiting delays another's call by one call per
+    busy connection, not by its whole queue.  A connection's own calls start
+    in arrival order.  The wait is bounded by ``Config.queue_limit``
+    (admission control): a call that reaches it is answered TRANSIENT,
+    completed NO.
     """
 
     def __init__(self, max_threads: int | None = None) -> None:
         self.max_threads = None if max_threads is None else _positive("thread_per_request max", max_threads)
         super().__init__("thread_per_request" if max_threads is None else f"thread_per_request({max_threads})")
         self._lock = threading.Lock()
-        self._waiting: deque[Call] = deque()
+        # A connection with calls waiting has one entry in _turns; the next
+        # call to start is the first of the connection whose turn it is.
+        self._turns: deque[Hashable] = deque()
+        self._waiting: dict[Hashable, deque[Call]] = {}
         self._active: set[threading.Thread] = set()
         self._count = itertools.count(1)
-        self.stats.queued = lambda: len(self._waiting)
+        self.stats.queued = lambda: sum(len(q) for q in list(self._waiting.values()))
         self.stats.threads = lambda: len(self._active)
 
     def _submit(self, call: Call) -> None:
         with self._lock:
             if self.max_threads is not None and len(self._active) >= self.max_threads:
-                self._waiting.append(call)
+                self._wait(call)
                 return
+            first: Call | None = call
+            if self._waiting:
+                # Behind the calls already waiting; a new thread takes the
+                # one whose turn it is (a shortage may be over).
+                self._wait(call)
+                first = None
             try:
-                self._spawn(call)
+                self._spawn(first)
                 self._short = 0
             except RuntimeError as exc:
+                if first is None:
+                    return  # it waits for a running thread
                 if not self._active:
                     raise  # nothing would ever run it: TRANSIENT
-                self._waiting.append(call)  # a running thread takes it when it ends
+                self._wait(call)  # a running thread takes it when it ends
                 if not self._short:  # once per shortage, not once per call
                     self._short = len(self._active)
                     log.warning("%s: cannot start a thread (%s); calls wait for one of the %d running",
                                 self.name, exc, len(self._active))
 
-    def _spawn(self, call: Call) -> None:  # holds the lock
+    def _wait(self, call: Call) -> None:  # holds the lock
+        queue = self._waiting.get(call.connection)
+        if queue is None:
+            self._waiting[call.connection] = deque((call,))
+            self._turns.append(call.connection)
+        else:
+            queue.append(call)
+
+    def _next(self) -> Call | None:  # holds the lock
+        """The waiting call whose turn it is (None if none); calls answered
+        while they waited (cancelled, or shed at the limit) are dropped."""
+        while self._turns:
+            key = self._turns.popleft()
+            queue = self._waiting.get(key)
+            while queue and queue[0].done:
+                queue.popleft()
+            if not queue:
+                self._waiting.pop(key, None)
+                continue
+            call = queue.popleft()
+            if queue:
+                self._turns.append(key)
+            else:
+                del self._waiting[key]
+            return call
+        return None
+
+    def _spawn(self, call: Call | None) -> None:  # holds the lock
         thread = threading.Thread(target=self._run, args=(call,), name=f"pyorb-request-{next(self._count)}",
                                   daemon=True)
         self._active.add(thread)
@@ -238,24 +298,36 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
     def _run(self, call: Call | None) -> None:
         # A thread that ends starts one for the next waiting call; if it
         # cannot, it runs that call itself: a waiting call is never lost.
-        while call is not None:
-            run_blocking(call)
-            call = None
+        if call is None:  # started for whichever call's turn it is
             with self._lock:
-                if not self._waiting:
+                call = self._next()
+                if call is None:
+                    self._active.discard(threading.current_thread())
+                    return
+        while call is not None:
+            run_admitted(call)
+            with self._lock:
+                call = self._next()
+                if call is None:
                     self._active.discard(threading.current_thread())
                     return
                 try:
-                    self._spawn(self._waiting[0])
+                    self._spawn(call)
                 except RuntimeError:
-                    call = self._waiting.popleft()
                     continue
-                self._waiting.popleft()
+                call = None
                 self._active.discard(threading.current_thread())
+
+    def connection_closed(self, connection: Hashable) -> None:
+        # Its waiting calls were cancelled with the connection: forget them now.
+        with self._lock:
+            self._waiting.pop(connection, None)
 
     def close(self) -> None:
         with self._lock:
-            waiting, self._waiting = list(self._waiting), deque()
+            waiting = [call for queue in self._waiting.values() for call in queue]
+            self._waiting.clear()
+            self._turns.clear()
             threads = list(self._active)
         for call in waiting:
             call.cancelled()
@@ -291,6 +363,9 @@ class ThreadPerConnectionStrategy(_ThreadStrategy):
         # _ThreadStrategy.dispatch and a _submit in one frame: the per-call path.
         if call.entry.on_loop:
             return run_on_loop(call)
+        admission = call.stats.admission
+        if admission is not None and not admission.arrive(call):
+            return None  # shed: answered TRANSIENT
         worker = self._workers.get(call.connection)
         if worker is None:
             queue: SimpleQueue[Call | None] = SimpleQueue()
@@ -307,10 +382,10 @@ class ThreadPerConnectionStrategy(_ThreadStrategy):
         lock = self._lock
         while (call := queue.get()) is not None:
             if lock is None:
-                run_blocking(call)
+                run_admitted(call)
             else:
                 with lock:
-                    run_blocking(call)
+                    run_admitted(call)
             call = None  # an idle thread keeps no finished request alive
 
     def connection_closed(self, connection: Hashable) -> None:
