@@ -36,6 +36,28 @@ def ping(request_id: int = 1) -> bytes:
     return request("ping", struct.pack("<i", 7), request_id)
 
 
+def replies(sock: socket.socket, n: int, timeout: float) -> dict[int, bytes]:
+    """Up to ``n`` replies by request id (their bodies), until EOF or ``timeout``."""
+    sock.settimeout(timeout)
+    got: dict[int, bytes] = {}
+    data = b""
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        data += chunk
+        while len(data) >= 12 and len(data) >= 12 + struct.unpack("<I", data[8:12])[0]:
+            size = struct.unpack("<I", data[8:12])[0]
+            message, data = data[:12 + size], data[12 + size:]
+            if message[7] == 1:
+                got[struct.unpack("<I", message[12:16])[0]] = message[16:]
+    return got
+
+
 def _connect(port: int, timeout: float = 5.0) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=timeout)
 

@@ -166,28 +166,6 @@ def test_connections_past_the_descriptor_limit_get_close_connection() -> None:
 # -- thread exhaustion -------------------------------------------------------------
 
 
-def _replies(sock: socket.socket, n: int, timeout: float) -> dict[int, bytes]:
-    """Up to ``n`` replies by request id (their bodies), until EOF or ``timeout``."""
-    sock.settimeout(timeout)
-    got: dict[int, bytes] = {}
-    data = b""
-    deadline = time.monotonic() + timeout
-    while len(got) < n and time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(65536)
-        except (socket.timeout, ConnectionResetError):
-            break
-        if not chunk:
-            break
-        data += chunk
-        while len(data) >= 12 and len(data) >= 12 + struct.unpack("<I", data[8:12])[0]:
-            size = struct.unpack("<I", data[8:12])[0]
-            message, data = data[:12 + size], data[12 + size:]
-            if message[7] == 1:
-                got[struct.unpack("<I", message[12:16])[0]] = message[16:]
-    return got
-
-
 @pytest.mark.parametrize("model", ["thread_per_request", "thread_per_request(8)"])
 def test_a_thread_that_cannot_start_costs_only_its_call(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MALLOC_ARENA_MAX", "1")
@@ -199,8 +177,8 @@ def test_a_thread_that_cannot_start_costs_only_its_call(model: str, monkeypatch:
         attacker.sendall(b"".join(nap(rid, 1000) for rid in range(1, 13)))
         time.sleep(0.3)
         victim.sendall(b"".join(nap(rid, 200) for rid in range(101, 111)))
-        got = _replies(victim, 10, 20.0)
-        hit = _replies(attacker, 12, 20.0)
+        got = fa.replies(victim, 10, 20.0)
+        hit = fa.replies(attacker, 12, 20.0)
         # Every call is answered: its result (it waited for a running thread),
         # or TRANSIENT (completed NO) when no thread at all could run it.
         assert sorted(got) == list(range(101, 111)), got
@@ -212,7 +190,7 @@ def test_a_thread_that_cannot_start_costs_only_its_call(model: str, monkeypatch:
         assert "cannot start a thread" in server.stderr(), server.stderr()  # the failure path was taken
         time.sleep(0.5)  # the threads end and free their stacks
         victim.sendall(nap(200, 1))  # no thread was leaked against the strategy: a new call runs
-        assert _replies(victim, 1, 5.0)[200][:4] == b"\x00\x00\x00\x00"
+        assert fa.replies(victim, 1, 5.0)[200][:4] == b"\x00\x00\x00\x00"
         attacker.close()
         victim.close()
     finally:

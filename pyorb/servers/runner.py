@@ -174,12 +174,14 @@ def _set_threadsafe(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> No
         pass
 
 
-async def start_server(prog: str, ns: argparse.Namespace, strategy: str) -> Any:
-    """A started ``pyorb.Server`` for the options, or None after a one-line error."""
+async def start_server(prog: str, ns: argparse.Namespace, strategy: str, config: Any = None) -> Any:
+    """A started ``pyorb.Server`` for the options (and ``config``, default
+    ``pyorb.Config()``), or None after a one-line error."""
     import pyorb
 
     try:
-        server = pyorb.Server(ns.host, ns.port, strategy=strategy, reuse_port=ns.reuse_port,
+        server = pyorb.Server(ns.host, ns.port, config=config or pyorb.Config(), strategy=strategy,
+                              reuse_port=ns.reuse_port,
                               endpoints=endpoints_option(ns.endpoint) or None, publish=ns.publish or None,
                               **security_options(ns))
     except (ValueError, OSError) as exc:

@@ -31,15 +31,29 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Model, D
     parser.add_argument("--distribution", choices=("fixed", "exponential"), default="fixed",
                         help="demands fixed or exponentially distributed with the given means")
     parser.add_argument("--seed", type=int, default=None, help="random seed for exponential demands")
+    parser.add_argument("--queue-target", type=float, default=None, metavar="S",
+                        help="admission control: Config.queue_target (default: never shed)")
+    parser.add_argument("--queue-interval", type=float, default=0.1, metavar="S",
+                        help="admission control: Config.queue_interval (default 0.1)")
+    parser.add_argument("--queue-limit", type=float, default=None, metavar="S",
+                        help="admission control: Config.queue_limit (default: no bound)")
     parser.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
     ns = parser.parse_args(argv)
     runner.check_port(parser, ns.port)
     try:
         model = resolve_model(ns.model, ns.workers)
         demand = Demand(ns.delay, ns.cpu, ns.distribution == "exponential", ns.seed)
+        admission_config(ns)
     except ValueError as exc:
         parser.error(str(exc))
     return ns, model, demand
+
+
+def admission_config(ns: argparse.Namespace) -> Any:
+    """The server's Config with the admission options (ValueError for bad values)."""
+    import pyorb
+
+    return pyorb.Config(queue_target=ns.queue_target, queue_interval=ns.queue_interval, queue_limit=ns.queue_limit)
 
 
 def make_servant(model: Model, demand: Demand) -> Any:
@@ -77,7 +91,7 @@ def make_servant(model: Model, demand: Demand) -> Any:
 
 
 async def serve(ns: argparse.Namespace, model: Model, demand: Demand) -> int:
-    server = await runner.start_server("sink", ns, model.strategy)
+    server = await runner.start_server("sink", ns, model.strategy, admission_config(ns))
     if server is None:
         return 1
     title = f"sink {model.name} delay={demand.delay:g}s cpu={demand.cpu:g}s"

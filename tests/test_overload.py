@@ -1,0 +1,134 @@
+"""Overload: fair thread shortage, and admission control that sheds early instead of collapsing.
+
+The rule (pyorb.server.admission.CoDel) is checked alone with a fake clock;
+the behaviour with real server processes and raw or pyorb clients over
+loopback: a flooding connection cannot starve another under a thread cap,
+no call waits past the queue limit, and an open-loop load at ten times a
+sink's capacity is shed fast while the calls accepted keep their latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadtests import flow_attacks as fa
+from pyorb.loadtest.openloop import Outcomes, capacity, offer
+from pyorb.server.admission import SHED_MINOR, AdmissionPolicy, CoDel
+from pyorb.testing.kit import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+TRANSIENT = "IDL:omg.org/CORBA/TRANSIENT:1.0"
+COMPLETED_NO = 1
+
+
+# -- the rule ------------------------------------------------------------------------
+
+
+def test_a_queue_that_drains_within_each_interval_is_never_shed() -> None:
+    codel = CoDel(target=0.05, interval=0.1)
+    now = 0.0
+    for _ in range(100):  # long waits, but one short one every 80 ms: a good queue
+        for sojourn in (0.3, 0.4, 0.5, 0.01):
+            assert not codel.observe(sojourn, now)
+            now += 0.02
+    assert not codel.dropping
+
+
+def test_a_standing_queue_is_shed_until_a_call_waits_less_than_the_target() -> None:
+    codel = CoDel(target=0.05, interval=0.1)
+    assert [codel.observe(0.2, t) for t in (0.0, 0.05, 0.099)] == [False, False, False]  # not yet an interval
+    assert codel.observe(0.2, 0.1) and codel.dropping  # above target for a whole interval
+    assert codel.observe(0.06, 0.3)  # still above: keeps shedding, however long
+    assert not codel.observe(0.049, 0.31) and not codel.dropping  # below target: stops at once
+    assert not codel.observe(0.2, 0.32)  # above again: a new interval must pass first
+    assert not codel.observe(0.2, 0.419)
+    assert codel.observe(0.2, 0.421)
+
+
+def test_a_policy_without_target_or_limit_refuses_nothing() -> None:
+    assert not AdmissionPolicy().active
+    assert AdmissionPolicy(target=0.1).active and AdmissionPolicy(limit=2.0).active
+    with pytest.raises(ValueError, match="admission target must be a positive number of seconds"):
+        AdmissionPolicy(target=-0.1)
+    with pytest.raises(ValueError, match="admission interval must be a positive number of seconds"):
+        AdmissionPolicy(interval=0)
+
+
+# -- thread shortage: round-robin, bounded ---------------------------------------------
+
+
+def system_exception(body: bytes) -> tuple[str, int, int] | None:
+    """(repository id, minor, completed) of a little-endian GIOP 1.2 SYSTEM_EXCEPTION reply body
+    (the bytes after the request id, as flow_attacks.replies gives them), None for another reply."""
+    status, _contexts, size = struct.unpack_from("<III", body, 0)
+    if status != 2:
+        return None
+    repo = body[12:12 + size - 1].decode()
+    end = 16 + 12 + size  # from the message start: 12 header + 4 request id
+    at = (end + 3) // 4 * 4 - 16
+    minor, completed = struct.unpack_from("<II", body, at)
+    return repo, minor, completed
+
+
+def test_a_flood_waiting_for_threads_cannot_starve_another_connection_and_the_wait_is_bounded() -> None:
+    server = ServerProcess([sys.executable, str(ROOT / "loadtests/attack_server.py"),
+                            "--model", "thread_per_request(4)", "--set", "queue_limit=2.0"])
+    try:
+        attacker = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        victim = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        nap = lambda rid, ms: fa.request("nap", struct.pack("<i", ms), rid)  # noqa: E731
+        attacker.sendall(b"".join(nap(rid, 100) for rid in range(1, 3001)))  # 75 s of work for 4 threads
+        time.sleep(0.3)
+        started = time.monotonic()
+        victim.sendall(b"".join(nap(rid, 10) for rid in range(1, 6)))
+        got = fa.replies(victim, 5, 30.0)
+        took = time.monotonic() - started
+        # Round-robin: each of its calls waits for one of the attacker's, not for its queue.
+        assert sorted(got) == [1, 2, 3, 4, 5], got
+        assert all(system_exception(body) is None for body in got.values()), got
+        assert took < 1.9, took  # under the queue limit: served, not refused
+        hit = fa.replies(attacker, 3000, 60.0)
+        assert len(hit) == 3000  # every call answered, none left to its client's timeout
+        refused = [system_exception(body) for body in hit.values() if system_exception(body) is not None]
+        assert set(refused) == {(TRANSIENT, SHED_MINOR, COMPLETED_NO)}, set(refused)
+        assert 2000 < len(refused) < 3000, len(refused)  # the limit refused most; some ran
+        attacker.close()
+        victim.close()
+        assert server.proc.poll() is None, server.stderr()
+    finally:
+        assert server.stop() == 0, server.stderr()
+    log = server.stderr()
+    assert "Traceback" not in log, log
+    assert "overloaded: Hardening::Target.nap under thread_per_request(4)" in log
+    assert "waited" in log and "the limit is 2.0 s" in log
+
+
+# -- open-loop overload --------------------------------------------------------------
+
+
+def test_ten_times_the_capacity_is_shed_fast_and_the_accepted_calls_keep_their_latency() -> None:
+    server = ServerProcess([sys.executable, "-m", "pyorb.servers.sink", "--model", "thread_pool(2)", "--cpu", "0.005",
+                            "--queue-target", "0.02", "--queue-limit", "0.5"])
+    try:
+        async def run() -> tuple[float, Outcomes]:
+            cap = await capacity(server.ior, 1.5)
+            return cap, await offer(server.ior, 10 * cap, 2.0, connections=8, timeout=5.0)
+
+        cap, out = asyncio.run(run())
+        assert cap > 20, cap
+        assert out.timeouts == 0 and out.errors == 0, out  # nothing left to time out
+        assert len(out.shed) > out.sent / 2, (len(out.shed), out.sent)
+        assert out.goodput > 0.5 * cap, (out.goodput, cap)  # the server keeps working at its capacity
+        # Without admission control the last calls would wait for the whole backlog (~18 s).
+        assert out.ok_quantile(0.99) < 2.0, out.ok_quantile(0.99)
+        assert out.shed_quantile(0.5) < 2.0, out.shed_quantile(0.5)
+        assert server.proc.poll() is None, server.stderr()
+    finally:
+        assert server.stop() == 0, server.stderr()
