@@ -16,8 +16,13 @@ later), until a call waits less than ``target`` again.
 wait) to the calls of one operation under one strategy.  A strategy that
 queues calls reports each one as it queues it (:meth:`Admission.arrive`)
 and as a thread takes it (:meth:`Admission.start`); the event-loop strategies
-queue nothing of their own and report the event loop's lag instead
-(:meth:`Admission.admit`, :class:`LoopLag`).
+queue nothing of their own (:meth:`Admission.admit`).
+
+A request also waits before any strategy sees it: in the socket, until the
+event loop reads it.  That wait is the loop's lag (:class:`LoopLag`), which
+grows when the loop has more to do than it can, or when dispatcher threads
+busy with servant code keep it from the interpreter lock.  Each arrival is
+judged by the longer of the two waits.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from omniORB import CORBA
 
@@ -118,7 +124,8 @@ class Admission:
         self._lock = threading.Lock()
         self._queued: OrderedDict[Call, None] = OrderedDict()
         self._timer: asyncio.TimerHandle | None = None
-        self._lag: Callable[[], float] | None = None  # for calls that run at once: the loop's lag
+        self._probe: LoopLag | None = None  # the lag of the loop its calls arrive on
+        self._on_loop = False  # its calls run on the loop (admit): its age is the loop's lag
         self._logged = float("-inf")
         self._unlogged = 0
 
@@ -126,9 +133,10 @@ class Admission:
     def arrive(self, call: Call) -> bool:
         """``call`` is about to be queued (event-loop thread).  False: it was
         shed (answered TRANSIENT) and must not be queued."""
+        lag = self._loop_lag(call.channel.loop)
         now = perf_counter()
         with self._lock:
-            age = self._oldest_age(now)
+            age = max(self._oldest_age(now), lag)
             shed = self._codel is not None and self._codel.observe(age, now)
             if not shed:
                 self._queued[call] = None
@@ -157,14 +165,13 @@ class Admission:
             self._shed(call, waited, "limit" if limit is not None and waited >= limit else "queue")
         return not shed
 
-    def admit(self, call: Call, lag: Callable[[], float]) -> bool:
-        """``call`` runs at once on the event loop, which is ``lag()`` seconds
-        behind (event-loop thread; ``lag`` is also the queue's :meth:`age`).
-        False: it was shed."""
-        self._lag = lag
+    def admit(self, call: Call) -> bool:
+        """``call`` runs at once on the event loop (event-loop thread): it is
+        judged by the loop's lag alone.  False: it was shed."""
+        self._on_loop = True
         if self._codel is None:
             return True
-        behind = lag()
+        behind = self._loop_lag(call.channel.loop)
         now = perf_counter()
         with self._lock:
             shed = self._codel.observe(behind, now)
@@ -173,9 +180,11 @@ class Admission:
         return not shed
 
     def age(self) -> float:
-        """Seconds the oldest queued call has waited (0 if none): the queue's age now."""
-        if self._lag is not None:
-            return self._lag()
+        """Seconds the oldest queued call has waited (0 if none), or for calls
+        that run on the event loop its last measured lag: the queue's age now (any thread)."""
+        probe = self._probe
+        if self._on_loop and probe is not None:
+            return probe.lag
         with self._lock:
             return self._oldest_age(perf_counter())
 
@@ -184,6 +193,12 @@ class Admission:
         return self._codel is not None and self._codel.dropping
 
     # -- inside --------------------------------------------------------------------------
+    def _loop_lag(self, loop: asyncio.AbstractEventLoop) -> float:  # event-loop thread
+        probe = self._probe
+        if probe is None or probe.loop is not loop:
+            probe = self._probe = LoopLag.of(loop)
+        return probe.current()
+
     def _oldest_age(self, now: float) -> float:  # holds the lock
         queued = self._queued
         while queued:
@@ -247,34 +262,63 @@ class Admission:
 
 class LoopLag:
     """How late the event loop runs a timer due now: the queueing delay of
-    everything it has to do (requests read but not yet dispatched included).
+    everything it has to do (requests received but not yet read or
+    dispatched included).
 
-    A timer every ``period`` seconds measures it; :meth:`current` includes a
-    stall still under way.  Event-loop thread only.
+    One per loop (:meth:`of`), shared by every admission control on it.  A
+    timer every ``period`` seconds measures it while someone asks
+    (:meth:`current`); it stops after ``IDLE_S`` seconds without a question,
+    so an idle server or a closed one costs nothing.  Event-loop thread only,
+    but ``lag`` may be read from any.
     """
 
+    IDLE_S = 1.0
+    _probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = weakref.WeakKeyDictionary()
+
     def __init__(self, loop: asyncio.AbstractEventLoop, period: float = 0.005) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)  # a strong one would keep the probe's loop in _probes for ever
         self._period = period
         self.lag = 0.0
-        self._due = loop.time() + period
+        """The last lag measured (seconds)."""
+        self._due = 0.0
+        self._asked = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._loop()
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> LoopLag:
+        """The loop's probe, made on first use."""
+        probe = cls._probes.get(loop)
+        if probe is None:
+            probe = cls._probes[loop] = cls(loop)
+        return probe
+
+    def current(self) -> float:
+        """The lag, a stall still under way included (called on its loop)."""
+        loop = self.loop
+        assert loop is not None  # it runs this
+        now = self._asked = loop.time()
+        if self._handle is None:
+            self._schedule(now)
+            return self.lag
+        return max(self.lag, now - self._due)
+
+    def _schedule(self, now: float) -> None:
+        loop = self.loop
+        assert loop is not None
+        self._due = now + self._period
         self._handle = loop.call_at(self._due, self._tick)
 
     def _tick(self) -> None:
-        now = self._loop.time()
+        loop = self.loop
+        assert loop is not None  # it runs this
+        now = loop.time()
         self.lag = now - self._due
-        self._due = now + self._period
-        self._handle = self._loop.call_at(self._due, self._tick)
-
-    def current(self) -> float:
-        return max(self.lag, self._loop.time() - self._due)
-
-    def close(self) -> None:
-        """Stop measuring (any thread: the server closes its strategies off the loop)."""
-        try:
-            self._loop.call_soon_threadsafe(self._stop)
-        except RuntimeError:  # the loop is closed: the timer never runs again anyway
-            pass
-
-    def _stop(self) -> None:
-        self._handle.cancel()
+        if now - self._asked > self.IDLE_S:
+            self._handle = None
+            self.lag = 0.0
+            return
+        self._schedule(now)

@@ -15,7 +15,8 @@ strategy                   what it guarantees
                            while they wait
 ``thread_pool(n)``         at most n calls at once, started in FIFO order
 ``thread_per_request[(m)]``  a new thread per call; calls of one connection
-                           overlap; with m, at most m threads, rest FIFO
+                           overlap; with m (or out of threads), the rest
+                           wait per connection, started round-robin
 ``thread_per_connection``  per connection one at a time, in order;
                            connections concurrent
 ``threaded``               one call at a time server-wide; per connection
@@ -31,6 +32,8 @@ strategy                   what it guarantees
 =========================  =================================================
 
 In every strategy, ``async def`` methods run as tasks on the event loop.
+Admission control (:mod:`pyorb.server.admission`) refuses calls that would
+wait too long, in every strategy.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Hashable
 
-from pyorb.server.admission import LoopLag
 from pyorb.server.dispatch import Call, run_on_loop
 from pyorb.server.stats import Gauges
 
@@ -20,31 +19,25 @@ class EventLoopStrategy:
 
     Nothing waits in a queue of its own here: what waits is the event loop's
     work (requests received but not yet read or dispatched, replies, timers).
-    Admission control judges a call by the loop's lag (:class:`LoopLag`),
-    measured once an operation has admission control.
+    Admission control judges a call by the loop's lag
+    (:class:`pyorb.server.admission.LoopLag`).
     """
 
     def __init__(self, name: str = "reactive") -> None:
         self.name = name
         self.stats = Gauges()
-        self._lag: LoopLag | None = None
 
     runs_sync_inline = True
     """Synchronous servant code runs inside ``dispatch``: a connection may run it itself (``Route.inline``)."""
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         admission = call.stats.admission
-        if admission is not None:
-            lag = self._lag
-            if lag is None:
-                lag = self._lag = LoopLag(call.channel.loop)
-            if not admission.admit(call, lag.current):
-                return None  # shed: answered TRANSIENT
+        if admission is not None and not admission.admit(call):
+            return None  # shed: answered TRANSIENT
         return run_on_loop(call)
 
     def connection_closed(self, connection: Hashable) -> None:
         pass
 
     def close(self) -> None:
-        if self._lag is not None:
-            self._lag.close()
+        pass
