@@ -123,3 +123,19 @@ def test_middle_floor_benchmark_prints_every_chain() -> None:
     assert "All runs clean." in done.stdout, done.stdout + done.stderr
     for label in ("bare → bare ", "bare → bare → bare", "pyorb → pyorb → pyorb"):
         assert label in done.stdout, done.stdout
+
+
+@pytest.mark.interop
+def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
+    out = tmp_path / "overload.json"
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests/bench_overload.py"), "--quick", "--repeats", "1",
+                           "--models", "thread_pool(2)", "omniORBpy thread/conn", "--json", str(out)],
+                          cwd=ROOT / "loadtests", capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "thread_pool(2): capacity" in done.stdout and "omniORBpy thread/conn: capacity" in done.stdout
+    servers = json.loads(out.read_text(encoding="utf-8"))
+    assert [s["model"] for s in servers] == ["thread_pool(2)", "omniORBpy thread/conn"]
+    for server in servers:
+        assert server["capacity"] > 0 and [r["factor"] for r in server["runs"]] == [1.0, 5.0], server
+        assert all(r["sent"] > 0 and r["goodput"] > 0 and r["rss_mib"] > 0 for r in server["runs"]), server
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Open-loop overload: goodput, latency and shedding at 1x to 10x a sink's capacity, per strategy.
+
+    python loadtests/bench_overload.py                 # every strategy and omniORBpy (about 5 minutes)
+    python loadtests/bench_overload.py --no-admission  # the same servers without admission control
+    python loadtests/bench_overload.py --quick         # a smoke run
+
+Each server is a fresh sink process (Bench::Sink.work: ``--cpu`` seconds of
+CPU per call, so every model has about the same capacity on one
+interpreter): pyorb's sink under each strategy, with admission control
+(``--target``, ``--interval``, ``--limit``: Config.queue_target,
+queue_interval, queue_limit) unless ``--no-admission``, and omniORBpy's sink
+(thread per connection, and a pool) beside them.  First its capacity:
+``--capacity-concurrency`` closed-loop calls for ``--capacity-seconds``.
+Then, for each factor of ``--factors``, an open-loop load of factor x
+capacity (pyorb.loadtest.openloop: calls on a fixed schedule over
+``--connections`` connections for ``--seconds``, each with ``--timeout``),
+``--repeats`` times.  Per point: goodput (replies per second) and its share
+of the capacity, the replied calls' p50/p99 latency, the calls refused
+TRANSIENT (shed), the calls that timed out, and the server's peak RSS;
+ranges are min-max over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import psutil  # type: ignore[import-untyped]
+import uvloop
+from common import ROOT, ServerProcess, range_text  # loadtests/ (scripts run from this folder)
+from rich.console import Console
+from rich.table import Table
+
+from pyorb.loadtest.openloop import capacity, offer
+
+PY = sys.executable
+PYORB_MODELS = ("reactive", "amh", "thread_pool(4)", "thread_per_request(8)", "thread_per_connection", "threaded",
+                "locality(4)")
+OMNI_MODELS = ("omniORBpy thread/conn", "omniORBpy pool(4)")
+QUICK_MODELS = ("reactive", "thread_pool(4)", "omniORBpy thread/conn")
+SETTLE_S = 0.5  # between points: what a point left queued drains or is refused
+
+
+@dataclass
+class Run:
+    """One repeat of one point."""
+
+    factor: float
+    offered: float
+    sent: int
+    goodput: float
+    p50: float
+    p99: float
+    shed: int
+    timeouts: int
+    errors: int
+    rss_mib: float
+
+
+@dataclass
+class Server:
+    """One server's capacity and runs."""
+
+    model: str
+    capacity: float = 0.0
+    runs: list[Run] = field(default_factory=list)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", help=f"servers (default: {', '.join(PYORB_MODELS + OMNI_MODELS)})")
+    p.add_argument("--factors", default="1,2,5,10", help="offered load as multiples of the capacity (default 1,2,5,10)")
+    p.add_argument("--cpu", type=float, default=0.005, help="CPU seconds per call in the sink (default 0.005)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds of open-loop load per point (default 2)")
+    p.add_argument("--repeats", type=int, default=2, help="repeats of every point (default 2)")
+    p.add_argument("--connections", type=int, default=16, help="client connections (default 16)")
+    p.add_argument("--timeout", type=float, default=2.0, help="each call's timeout in seconds (default 2)")
+    p.add_argument("--capacity-seconds", type=float, default=2.0, help="closed-loop seconds for the capacity")
+    p.add_argument("--capacity-concurrency", type=int, default=4, help="calls outstanding for the capacity")
+    p.add_argument("--target", type=float, default=0.05, help="Config.queue_target (default 0.05)")
+    p.add_argument("--interval", type=float, default=0.1, help="Config.queue_interval (default 0.1)")
+    p.add_argument("--limit", type=float, default=0.5, help="Config.queue_limit (default 0.5)")
+    p.add_argument("--no-admission", action="store_true", help="pyorb's sinks without admission control")
+    p.add_argument("--quick", action="store_true", help="a smoke run: three servers, 1x and 5x, short points")
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write the runs as JSON here")
+    ns = p.parse_args(argv)
+    ns.factors = [float(f) for f in ns.factors.split(",")]
+    if ns.quick:
+        ns.factors, ns.seconds, ns.capacity_seconds = [1.0, 5.0], 0.5, 0.5
+    ns.models = ns.models or list(QUICK_MODELS if ns.quick else PYORB_MODELS + OMNI_MODELS)
+    if min(ns.factors) <= 0 or ns.seconds <= 0 or ns.repeats < 1 or ns.connections < 1 or ns.cpu <= 0:
+        p.error("--factors, --seconds and --cpu must be positive; --repeats and --connections at least 1")
+    return ns
+
+
+def command(model: str, ns: argparse.Namespace) -> list[str]:
+    cpu = ["--cpu", str(ns.cpu)]
+    if model == "omniORBpy thread/conn":
+        return [PY, str(ROOT / "servers/omni_sink.py"), *cpu]
+    if model == "omniORBpy pool(4)":
+        return [PY, str(ROOT / "servers/omni_sink.py"), "--threading", "pool", "--pool-size", "4", *cpu]
+    admission = [] if ns.no_admission else ["--queue-target", str(ns.target), "--queue-interval", str(ns.interval),
+                                            "--queue-limit", str(ns.limit)]
+    return [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission]
+
+
+async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns: argparse.Namespace) -> Run:
+    peak = [server.memory_info().rss]
+
+    async def sample() -> None:
+        while True:
+            peak.append(server.memory_info().rss)
+            await asyncio.sleep(0.1)
+
+    sampler = asyncio.ensure_future(sample())
+    try:
+        out = await offer(ior, factor * cap, ns.seconds, ns.connections, ns.timeout)
+    finally:
+        sampler.cancel()
+    return Run(factor, out.offered, out.sent, out.goodput, out.ok_quantile(0.5), out.ok_quantile(0.99),
+               len(out.shed), out.timeouts, out.errors, max(peak) / 2**20)
+
+
+async def measure(model: str, ns: argparse.Namespace) -> Server:
+    result = Server(model)
+    process = ServerProcess(command(model, ns), model)
+    with process as ior:
+        assert process.proc is not None
+        server = psutil.Process(process.proc.pid)
+        result.capacity = await capacity(ior, ns.capacity_seconds, ns.capacity_concurrency)
+        for factor in ns.factors:
+            for _ in range(ns.repeats):
+                result.runs.append(await point(ior, server, factor, result.capacity, ns))
+                await asyncio.sleep(SETTLE_S)
+    problem = process.problem()
+    if problem:
+        print(f"bench_overload: {model}: {problem}", file=sys.stderr)
+    return result
+
+
+def table(server: Server, ns: argparse.Namespace) -> Table:
+    admission = "" if server.model.startswith("omniORBpy") or ns.no_admission else (
+        f", admission target {ns.target:g} s / interval {ns.interval:g} s / limit {ns.limit:g} s")
+    t = Table(title=f"{server.model}: capacity {server.capacity:.0f} calls/s{admission}")
+    for col in ("load", "offered /s", "goodput /s", "% of capacity", "p50 ms", "p99 ms", "shed", "timeouts",
+                "errors", "RSS MiB"):
+        t.add_column(col, justify="right")
+    for factor in ns.factors:
+        runs = [r for r in server.runs if r.factor == factor]
+        if not runs:
+            continue
+        t.add_row(f"{factor:g}x", f"{statistics.median(r.offered for r in runs):.0f}",
+                  range_text([r.goodput for r in runs], "{:.0f}"),
+                  range_text([100 * r.goodput / server.capacity for r in runs], "{:.0f}"),
+                  range_text([1e3 * r.p50 for r in runs], "{:.0f}"), range_text([1e3 * r.p99 for r in runs], "{:.0f}"),
+                  range_text([r.shed for r in runs], "{:.0f}"), range_text([r.timeouts for r in runs], "{:.0f}"),
+                  range_text([r.errors for r in runs], "{:.0f}"), range_text([r.rss_mib for r in runs], "{:.0f}"))
+    return t
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = parse_args(argv)
+    console = Console(width=140)
+    started = time.monotonic()
+    results = []
+    for model in ns.models:
+        result = uvloop.run(measure(model, ns))  # the generator's own overhead: as small as it gets here
+        results.append(result)
+        console.print(table(result, ns))
+    load = " ".join(f"{x:.2f}" for x in psutil.getloadavg())
+    console.print(f"{len(ns.models)} servers in {time.monotonic() - started:.0f} s; load average {load}; "
+                  f"sink --cpu {ns.cpu:g}, {ns.connections} connections, call timeout {ns.timeout:g} s, "
+                  f"{ns.seconds:g} s per point, {ns.repeats} repeats")
+    if ns.json:
+        ns.json.write_text(json.dumps([asdict(r) for r in results], indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
