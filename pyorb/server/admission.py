@@ -133,7 +133,7 @@ class Admission:
     def arrive(self, call: Call) -> bool:
         """``call`` is about to be queued (event-loop thread).  False: it was
         shed (answered TRANSIENT) and must not be queued."""
-        lag = self._loop_lag(call.channel.loop)
+        lag = 0.0 if self._codel is None else self._loop_lag(call.channel.loop)
         now = perf_counter()
         with self._lock:
             age = max(self._oldest_age(now), lag)
@@ -141,7 +141,7 @@ class Admission:
             if not shed:
                 self._queued[call] = None
         if shed:
-            self._shed(call, age, "queue")
+            self._shed(call, age, "queue's age")
             return False
         if self.policy.limit is not None and self._timer is None:
             self._arm(call.channel.loop)
@@ -153,7 +153,7 @@ class Admission:
         now = perf_counter()
         with self._lock:
             if call not in self._queued:
-                return False  # shed at its limit already
+                return False  # the limit's timer took it: it is being answered TRANSIENT
             del self._queued[call]
             if call.done:
                 return False  # cancelled while it waited
@@ -162,7 +162,7 @@ class Admission:
             shed = (limit is not None and waited >= limit) or (
                 self._codel is not None and self._codel.observe(waited, now))
         if shed:
-            self._shed(call, waited, "limit" if limit is not None and waited >= limit else "queue")
+            self._shed(call, waited, "limit" if limit is not None and waited >= limit else "queue's age")
         return not shed
 
     def admit(self, call: Call) -> bool:
@@ -240,24 +240,25 @@ class Admission:
         stats = self._stats
         with stats.lock:
             stats.shed += 1
+        call.started_at = perf_counter()  # its statistics: the time it waited, no time in servant code
         call.exception(CORBA.TRANSIENT(SHED_MINOR, CORBA.COMPLETED_NO))
         self._log(waited, why)
 
     def _log(self, waited: float, why: str) -> None:
         now = perf_counter()
-        self._unlogged += 1
-        if now - self._logged < LOG_PERIOD:
-            return
+        with self._lock:  # loop and dispatcher threads shed
+            self._unlogged += 1
+            if now - self._logged < LOG_PERIOD:
+                return
+            count, self._unlogged, self._logged = self._unlogged, 0, now
         policy = self.policy
         if why == "limit":
             cause = f"a call waited {waited:.3f} s for a thread, the limit is {policy.limit} s"
         else:
-            cause = (f"the {why} age is {waited:.3f} s, over the {policy.target} s target for at least "
+            cause = (f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least "
                      f"{policy.interval} s")
         log.warning("overloaded: %s under %s answered %d calls TRANSIENT (completed NO, not started) since the "
-                    "last report: %s", self.operation, self.where, self._unlogged, cause)
-        self._logged = now
-        self._unlogged = 0
+                    "last report: %s", self.operation, self.where, count, cause)
 
 
 class LoopLag:
