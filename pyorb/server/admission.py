@@ -188,10 +188,6 @@ class Admission:
         with self._lock:
             return self._oldest_age(perf_counter())
 
-    @property
-    def shedding(self) -> bool:
-        return self._codel is not None and self._codel.dropping
-
     # -- inside --------------------------------------------------------------------------
     def _loop_lag(self, loop: asyncio.AbstractEventLoop) -> float:  # event-loop thread
         probe = self._probe
