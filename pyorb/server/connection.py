@@ -10,12 +10,14 @@ import logging
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+import omniORB
 from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.aio.protocol import GIOPProtocol
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import Role
+from pyorb.giop.detail import exception_detail_context, key_text
 from pyorb.giop.ior import CHAR_CONVERSIONS, IOR, code_set_name
 from pyorb.giop.messages import (
     GIOP_1_0,
@@ -154,11 +156,13 @@ class ServerConnection(GIOPProtocol):
         except CORBA.DATA_CONVERSION as exc:
             log.warning("cannot read the arguments of %s from %s in %s: %s", op.name, self.peer,
                         code_set_name(core.char_set), exc)
-            self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO))
+            self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO), None,
+                                   f"the arguments of {op.name} are not valid {code_set_name(core.char_set)}")
             return
         except CORBA.SystemException as exc:
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
-            self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO))
+            self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO), None,
+                                   f"the arguments of {op.name} do not match its IDL here")
             return
         if entry.style is not _SYNC and op.args.has_objrefs:
             args = op.args.convert_objrefs(args, self._convert)
@@ -275,13 +279,13 @@ class ServerConnection(GIOPProtocol):
     def _refused(self, req: Request, route: Route, info: ServerRequestInfo, exc: BaseException, ran: int) -> None:
         """An interceptor raised in receive_request: the client gets its system exception, or UNKNOWN."""
         if isinstance(exc, CORBA.SystemException):
-            refusal = type(exc)(exc.minor, CORBA.COMPLETED_NO, *exc.args[2:])
+            refusal = type(exc)(exc.minor, CORBA.COMPLETED_NO, exc._info)
             log.info("request %s from %s refused by %s: %s", req.operation, self.peer,
                      type(self.interceptors[ran]).__name__, type(exc).__name__)
         else:
             log.error("server interceptor %s failed on %s; the client gets CORBA.UNKNOWN",
                       type(self.interceptors[ran]).__name__, req.operation, exc_info=exc)
-            refusal = CORBA.UNKNOWN(0, CORBA.COMPLETED_NO)
+            refusal = CORBA.UNKNOWN(omniORB.UNKNOWN_PythonException, CORBA.COMPLETED_NO)
         route.stats.rejected += 1
         for interceptor in reversed(self.interceptors[:ran]):
             run_send_reply(interceptor, info, refusal)
@@ -307,7 +311,8 @@ class ServerConnection(GIOPProtocol):
         # Every request of the connection: its text would be in a code set pyorb cannot read.
         log.warning("client %s chose char code set %s, which pyorb does not convert",
                     self.peer, code_set_name(self.core.char_set))
-        self._system_exception(req, CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO))
+        self._system_exception(req, CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO), None,
+                               f"this server does not convert the char code set {code_set_name(self.core.char_set)}")
 
     def _task_done(self, call: Call, task: asyncio.Task[None]) -> None:
         if self.tasks is not None:
@@ -318,9 +323,13 @@ class ServerConnection(GIOPProtocol):
     def _builtin_or_missing(self, req: Request, info: ServantInfo) -> None:
         builtin = BUILTIN_NAMES.get(req.operation)
         if builtin is None:
-            known = req.operation in info.declared
-            exc = CORBA.NO_IMPLEMENT if known else CORBA.BAD_OPERATION
-            self._system_exception(req, exc(0, CORBA.COMPLETED_NO))
+            if req.operation in info.declared:
+                self._system_exception(req, CORBA.NO_IMPLEMENT(omniORB.NO_IMPLEMENT_NoPythonMethod, CORBA.COMPLETED_NO),
+                                       None, f"the servant of {info.type_id} has no method {req.operation}")
+            else:
+                self._system_exception(req, CORBA.BAD_OPERATION(omniORB.BAD_OPERATION_UnRecognisedOperationName,
+                                                                CORBA.COMPLETED_NO),
+                                       None, f"the object is a {info.type_id}, which has no operation {req.operation}")
             return
         sink = ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self)
         if builtin is IS_A:
@@ -336,18 +345,23 @@ class ServerConnection(GIOPProtocol):
     def _not_here(self, req: Request) -> None:
         target = self.adapter.forwarded(req.object_key)
         if target is None:
-            self._system_exception(req, CORBA.OBJECT_NOT_EXIST(0, CORBA.COMPLETED_NO))
+            self._system_exception(req, CORBA.OBJECT_NOT_EXIST(omniORB.OBJECT_NOT_EXIST_NoMatch, CORBA.COMPLETED_NO),
+                                   None, f"no object with key {key_text(req.object_key)} on this server")
         elif req.response_expected:
             self.send(self.core.reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
                                       lambda a: _ior_body(target, req.little_endian, a)))
 
     def _system_exception(self, req: Request, exc: CORBA.SystemException,
-                          contexts: Mapping[int, bytes] | None = None) -> None:
+                          contexts: Mapping[int, bytes] | None = None, detail: str | None = None) -> None:
+        """Answer ``req`` with ``exc``; ``detail`` (the server's own words, never a
+        servant's) goes to the client in an ExceptionDetailMessage context."""
         if req.response_expected:
             le = req.little_endian
+            sent = service_contexts(contexts)
+            if detail:
+                sent += (exception_detail_context(detail, le),)
             self.send(self.core.reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
-                                      lambda a: marshal.pack_system_exception(exc, a, le),
-                                      service_contexts(contexts)))
+                                      lambda a: marshal.pack_system_exception(exc, a, le), sent))
 
     def _needs_addressing_mode(self, req: Request) -> None:
         if req.response_expected:

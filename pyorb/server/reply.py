@@ -8,10 +8,12 @@ from collections import deque
 from threading import Lock, get_ident
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+import omniORB
 from omniORB import CORBA
 
 from pyorb import marshal
 from pyorb.giop.connection import GIOPConnection
+from pyorb.giop.detail import exception_detail_context
 from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, ReplyStatus, ServiceContext, Version
 
 if TYPE_CHECKING:
@@ -258,15 +260,18 @@ class ReplySink:
                 data = self._encode(ReplyStatus.NO_EXCEPTION, lambda a: op.results.pack(values, a, le, cs, wide11))
         except CORBA.DATA_CONVERSION as exc:  # text the connection's char code set cannot carry
             log.warning("operation %s returned text the client's code set cannot carry: %s", op.name, exc)
-            data = self._system_bytes(CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_YES))
+            data = self._system_bytes(CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_YES), (),
+                                      f"the result of {op.name} holds text the connection's code set cannot carry")
             failed = True
         except CORBA.MARSHAL as exc:  # a value pyorb cannot scrub: refused, never sent raw
             log.error("operation %s returned a value pyorb cannot send: %s", op.name, exc)
-            data = self._system_bytes(CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES))
+            data = self._system_bytes(CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES), (),
+                                      f"the result of {op.name} cannot be sent by this server")
             failed = True
         except CORBA.SystemException as exc:
             log.error("operation %s returned a value that does not match its IDL: %r", op.name, value)
-            data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES))
+            data = self._system_bytes(CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_YES), (),
+                                      f"the servant's result of {op.name} does not match its IDL")
             failed = True
         if len(data) > self.channel.max_message_size:
             failed = True  # _deliver sends MARSHAL instead
@@ -351,10 +356,22 @@ class ReplySink:
                 return self._system_bytes(type(error)(error.minor, CORBA.COMPLETED_YES), contexts)
         if isinstance(exc, CORBA.SystemException):
             return self._system_bytes(exc, contexts)
-        return self._system_bytes(CORBA.UNKNOWN(0, CORBA.COMPLETED_MAYBE), contexts)
+        if isinstance(exc, CORBA.UserException):
+            return self._system_bytes(CORBA.UNKNOWN(omniORB.UNKNOWN_UserException, CORBA.COMPLETED_MAYBE), contexts,
+                                      f"{self.op.name} raised {getattr(exc, '_NP_RepositoryId', '?')}, "
+                                      "which its IDL does not declare")
+        # omniORB's code and the exception's type, never its message or traceback (they stay in the server's log).
+        return self._system_bytes(CORBA.UNKNOWN(omniORB.UNKNOWN_PythonException, CORBA.COMPLETED_MAYBE), contexts,
+                                  f"{self.op.name} raised a Python {type(exc).__name__}, which its IDL does not "
+                                  "declare (the server's log has the details)")
 
-    def _system_bytes(self, exc: CORBA.SystemException, contexts: tuple[ServiceContext, ...] = ()) -> bytes:
+    def _system_bytes(self, exc: CORBA.SystemException, contexts: tuple[ServiceContext, ...] = (),
+                      detail: str | None = None) -> bytes:
+        """A SYSTEM_EXCEPTION reply; ``detail`` (the server's own words, never a
+        servant's) goes to the client in an ExceptionDetailMessage context."""
         le = self.little_endian
+        if detail:
+            contexts += (exception_detail_context(detail, le),)
         return self._encode(ReplyStatus.SYSTEM_EXCEPTION, lambda a: marshal.pack_system_exception(exc, a, le),
                             contexts)
 
@@ -383,7 +400,10 @@ class ReplySink:
         if len(data) > channel.max_message_size:
             log.error("reply to %s request %d is %d bytes, over the %d-byte limit; sending MARSHAL",
                       self.op.name, self.request_id, len(data), channel.max_message_size)
-            data = self._system_bytes(CORBA.MARSHAL(0, CORBA.COMPLETED_YES))
+            data = self._system_bytes(CORBA.MARSHAL(omniORB.MARSHAL_MessageSizeExceedLimitOnServer,
+                                                    CORBA.COMPLETED_YES), (),
+                                      f"the reply to {self.op.name} is {len(data)} bytes, over this server's "
+                                      f"{channel.max_message_size}-byte limit")
         if get_ident() == channel.loop_thread:  # _send, inline: the common case
             if not channel.send(data):
                 self._undelivered()
