@@ -149,7 +149,7 @@ async def test_a_wrong_type_names_the_operation_and_parameter(served: tuple[Acco
         await account.add(1, "two")
     exc = caught.value
     assert exc.minor == omniORB.BAD_PARAM_WrongPythonType
-    assert "Operation 'add' parameter 2: Expecting long" in repr(exc)
+    assert "Operation 'add' parameter 1: Expecting long" in repr(exc)  # counted from 0, as omniORBpy counts
     assert "member" not in repr(exc)  # no internal struct member names
 
 
@@ -162,7 +162,7 @@ def test_blocking_client_argument_errors(pyorb_server: Any) -> None:
         with pytest.raises(CORBA.BAD_PARAM) as caught:
             account.add("one", 2)
         assert caught.value.minor == omniORB.BAD_PARAM_WrongPythonType
-        assert "Operation 'add' parameter 1" in repr(caught.value)
+        assert "Operation 'add' parameter 0" in repr(caught.value)
         assert account.add(2, 2) == 4
 
 

@@ -25,15 +25,16 @@ import ssl
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, NoReturn, Sequence
 
+import omniORB
 from omniORB import CORBA
 
 from pyorb import marshal
+from pyorb.client import errors
 from pyorb.client.calls import (
     Endpoint,
     Intercepted,
-    connect_failure,
     LocationForward,
     Reference,
     RequestWriter,
@@ -91,6 +92,12 @@ class BlockingConnection:
         self._read_timeout = config.read_timeout
         self._lock = threading.Lock()
         self.is_open = True
+        self.endpoint: Endpoint | None = None
+        self._tls13 = False
+        # The call on the connection now (one at a time), for error texts.
+        self._op = ""
+        self._route: Route | None = None
+        self._timeout: float | None = None
 
     @classmethod
     def connect(
@@ -103,7 +110,8 @@ class BlockingConnection:
             sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             log.debug("cannot connect to %s:%d: %s", host, port, exc)
-            raise connect_failure(endpoint, "no answer in time" if isinstance(exc, socket.timeout) else exc) from None
+            late = isinstance(exc, socket.timeout)
+            raise errors.connect_failure(endpoint, f"no answer within {timeout:g} s" if late else exc) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if len(endpoint) > 2 and endpoint[2]:
             if tls is None:
@@ -115,9 +123,14 @@ class BlockingConnection:
             except (OSError, ValueError) as exc:
                 sock.close()
                 log.debug("TLS handshake with %s:%d failed: %s", host, port, exc)
-                reason = "no complete TLS handshake in time" if isinstance(exc, socket.timeout) else tls_reason(exc)
-                raise connect_failure(endpoint, reason) from None
-        return cls(sock, config)
+                late = isinstance(exc, socket.timeout)
+                reason = f"no complete TLS handshake within {sock.gettimeout():g} s" if late else tls_reason(exc)
+                raise errors.connect_failure(endpoint, reason) from None
+        conn = cls(sock, config)
+        conn.endpoint = Endpoint(*endpoint)
+        # Read now: after a failed read, the version is no longer reported.
+        conn._tls13 = isinstance(sock, ssl.SSLSocket) and sock.version() == "TLSv1.3"
+        return conn
 
     @property
     def core(self) -> GIOPConnection:
@@ -126,17 +139,19 @@ class BlockingConnection:
 
     def call(
         self, op: Operation, args: tuple[Any, ...], route: Route, deadline: float | None,
-        contexts: tuple[ServiceContext, ...] = (),
+        contexts: tuple[ServiceContext, ...] = (), timeout: float | None = None,
     ) -> Reply | None:
-        """Send a request to ``route``'s object and wait for its reply (None for a oneway call)."""
+        """Send a request to ``route``'s object and wait for its reply (None for a
+        oneway call); ``timeout`` is what ``deadline`` was made from, for error texts."""
         wait = _remaining(deadline)
         if not self._lock.acquire(timeout=-1 if wait is None else max(wait, 0)):
-            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # other callers held the connection
+            raise errors.timed_out(op.name, route, timeout, sent=False)  # other callers held the connection
         try:
             if not self.is_open:
                 raise StaleConnection()
+            self._op, self._route, self._timeout = op.name, route, timeout
             if deadline is not None and time.monotonic() >= deadline:
-                raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)  # before the writer counts a request
+                raise errors.timed_out(op.name, route, timeout, sent=False)  # before the writer counts a request
             rid, data = self._writer.request(op, args, route.key, route.version, route.code_sets, route.orb_type,
                                              contexts)
             self._send(data, deadline)
@@ -151,11 +166,11 @@ class BlockingConnection:
             self._sock.sendall(data)
         except TimeoutError:
             self.close()  # part of a message may have gone out
-            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO) from None
+            raise errors.timed_out(self._op, self._route, self._timeout, sent=False) from None
         except OSError as exc:
             log.debug("send failed: %s", exc)
             self.close()
-            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO) from None
+            raise errors.not_sent(self._op, self._route, f"failed: {errors.os_reason(exc)}") from None
 
     def _await_reply(self, rid: int, deadline: float | None) -> Reply:
         while True:
@@ -171,13 +186,14 @@ class BlockingConnection:
 
     def _connection_event(self, event: Event) -> None:
         """Anything but a Reply or NEED_DATA: raise if it ends the connection."""
-        if event is CLOSED or type(event) is MessageError:
-            self.close()
-            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE)
+        if event is CLOSED:
+            self._lost("the server closed it")
+        if type(event) is MessageError:
+            self._lost("the server sent MessageError: it could not read a message of this client")
         if type(event) is CloseConnection:
             # The server processed none of the pending requests: safe to retry.
             self.close()
-            raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)
+            raise errors.closed_unanswered(self._op, self._route)
         log.debug("unexpected %s dropped", type(event).__name__)
 
     def _next_event(self) -> Event:
@@ -187,8 +203,7 @@ class BlockingConnection:
             log.warning("protocol error from the server: %s; closing the connection", exc.reason)
             if exc.send_message_error:
                 self._try_send(self._core.message_error_bytes())
-            self.close()
-            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
+            self._lost(f"the server sent a message this client cannot read: {exc.reason}")
 
     def _receive(self, rid: int, deadline: float | None) -> None:
         wait = _remaining(deadline)
@@ -204,15 +219,32 @@ class BlockingConnection:
         except TimeoutError:
             if stalling:
                 log.warning("incomplete reply stalled for %s s; closing the connection", self._read_timeout)
-                self.close()
-                raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
+                self._lost(f"its reply stopped half way for {self._read_timeout:g} s (Config.read_timeout)")
             self._try_send(self._writer.cancel(rid))
-            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE) from None
+            raise errors.timed_out(self._op, self._route, self._timeout) from None
         except OSError as exc:
             log.debug("connection lost: %s", exc)
-            self.close()
-            raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE) from None
+            self._lost(errors.os_reason(exc), exc)
         self._core.receive_data(data)
+
+    def _lost(self, cause: str, exc: OSError | None = None) -> NoReturn:
+        """Close, and raise what the pending call gets: TRANSIENT (completed NO)
+        if the server refused the TLS handshake, else COMM_FAILURE (completed MAYBE)."""
+        refused = self._refusal(exc)
+        self.close()
+        if refused is not None:
+            raise refused from None
+        raise errors.connection_lost(self._op, self._route, cause) from None
+
+    def _refusal(self, exc: OSError | None) -> CORBA.SystemException | None:
+        # As the asyncio client's ClientConnection._refusal: no session ticket on TLS 1.3, no handshake.
+        sock, endpoint = self._sock, self.endpoint
+        if not isinstance(sock, ssl.SSLSocket) or endpoint is None or not self._tls13:
+            return None
+        session = sock.session
+        if session is None or session.has_ticket:
+            return None
+        return errors.tls_refusal(endpoint, exc)
 
     def _try_send(self, data: bytes) -> None:
         try:
@@ -283,8 +315,9 @@ class BlockingClient:
         Raises CORBA.BAD_PARAM if the object does not implement ``interface``.
         """
         obj = self.resolve(ref, interface)
-        if not obj._is_a(interface._NP_RepositoryId):  # type: ignore[attr-defined]
-            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+        repo_id = interface._NP_RepositoryId  # type: ignore[attr-defined]
+        if not obj._is_a(repo_id):
+            raise errors.not_a(repo_id, self.route(obj.ior), obj.ior)
         return obj
 
     def from_objref(self, omni_ref: Any, interface: type | str | None = None) -> Any:
@@ -318,13 +351,14 @@ class BlockingClient:
         Raises the call's user exception or a CORBA system exception.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        clock = (deadline, timeout)
         route = route or self.route(target)
         if not self.interceptors:
-            return self._call(op, args, route, deadline, None)
+            return self._call(op, args, route, clock, None, target)
         intercepted = Intercepted(self.interceptors, op, target)
         intercepted.send_request()
         try:
-            outcome = self._call(op, args, route, deadline, intercepted)
+            outcome = self._call(op, args, route, clock, intercepted, target)
         except BaseException as exc:
             intercepted.receive_reply(exc)
             raise
@@ -332,44 +366,50 @@ class BlockingClient:
         return outcome
 
     def _call(
-        self, op: Operation, args: tuple[Any, ...], route: Route | None, deadline: float | None,
-        intercepted: Intercepted | None,
+        self, op: Operation, args: tuple[Any, ...], route: Route | None, clock: tuple[float | None, float | None],
+        intercepted: Intercepted | None, target: IOR,
     ) -> CallResult:
+        """The call, following LOCATION_FORWARD; ``clock`` is its (deadline, timeout)."""
         contexts = intercepted.contexts if intercepted is not None else ()
         for _hop in range(self.config.max_forwards + 1):
             if route is None:
-                raise CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO)
-            reply, core = self._request(route, op, args, deadline, contexts)
+                raise errors.no_route(op.name, target, self._tls is not False)
+            reply, core, reached = self._request(route, op, args, clock, contexts)
             if reply is None:
                 return CallResult(None, 0)
             if intercepted is not None:
                 intercepted.reply_contexts(reply.service_contexts)
             try:
-                result = reply_result(op, reply, self.from_objref, self.value_bounds, core.char_set, core.wide_giop11)
+                result = reply_result(op, reply, self.from_objref, self.value_bounds, core.char_set, core.wide_giop11,
+                                      reached, target)
                 return CallResult(result, len(reply.body))
             except LocationForward as fwd:
-                route = self.route(fwd.target)
-        raise CORBA.TRANSIENT(0, CORBA.COMPLETED_NO)  # a forwarding loop
+                target = fwd.target
+                route = self.route(target)
+        raise errors.too_many_forwards(op.name, self.config.max_forwards)
 
     def _request(
-        self, route: Route, op: Operation, args: tuple[Any, ...], deadline: float | None,
+        self, route: Route, op: Operation, args: tuple[Any, ...], clock: tuple[float | None, float | None],
         contexts: tuple[ServiceContext, ...] = (),
-    ) -> tuple[Reply | None, GIOPConnection]:
-        """The reply (None for a oneway call) and the protocol state (code sets) of the connection it came on."""
+    ) -> tuple[Reply | None, GIOPConnection, Route]:
+        """The reply (None for a oneway call), the protocol state (code sets) of
+        the connection it came on, and the route it went to."""
+        deadline, timeout = clock
         for _attempt in range(2):
-            conn, reached = self._reachable(route, deadline)
+            conn, reached = self._reachable(route, clock, op.name)
             try:
-                return conn.call(op, args, reached, deadline, contexts), conn.core
+                return conn.call(op, args, reached, deadline, contexts, timeout), conn.core, reached
             except StaleConnection:
                 pass  # another caller lost it while we waited: safe to use a new one
-        raise CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO)
+        raise errors.not_sent(op.name, route, "closed twice while the call waited for it")
 
     # -- connections -----------------------------------------------------------
-    def _reachable(self, route: Route, deadline: float | None) -> tuple[BlockingConnection, Route]:
+    def _reachable(self, route: Route, clock: tuple[float | None, float | None],
+                   op: str) -> tuple[BlockingConnection, Route]:
         """A connection to the first of the route's addresses that answers, and that address's route."""
         while True:
             try:
-                return self._connection(route.endpoint, deadline), route
+                return self._connection(route, clock, op), route
             except CORBA.TRANSIENT:
                 fallback = route.next()
                 if fallback is None:
@@ -382,25 +422,26 @@ class BlockingClient:
                 self._tls = client_context()  # the system's authorities (tls=False gives no TLS routes)
             return self._tls
 
-    def _connection(self, endpoint: Endpoint, deadline: float | None) -> BlockingConnection:
+    def _connection(self, route: Route, clock: tuple[float | None, float | None], op: str) -> BlockingConnection:
+        endpoint = route.endpoint
         with self._lock:
             if self._closed:
-                raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+                raise errors.client_closed()
             conn = self._conns.get(endpoint)
         if conn is not None and conn.is_open:
             return conn
         timeout = self.config.connect_timeout
-        wait = _remaining(deadline)
+        wait = _remaining(clock[0])
         if wait is not None:
             if wait <= 0:
-                raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)
+                raise errors.timed_out(op, route, clock[1], sent=False)
             timeout = min(timeout, wait)
         # Connect without the lock: a slow endpoint must not hold up the others.
         new = BlockingConnection.connect(endpoint, self.config, timeout, self._tls_context)
         with self._lock:
             if self._closed:
                 new.close()
-                raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+                raise errors.client_closed()
             conn = self._conns.get(endpoint)
             if conn is not None and conn.is_open:
                 new.close()  # another thread connected first
@@ -501,7 +542,8 @@ def _to_omni(value: Any) -> Any:
     # (which installs its own) first, so this one stays installed.
     if isinstance(value, (BlockingRef, ObjectRef)):
         return ensure_orb().string_to_object(value.ior.to_string())
-    raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+    raise CORBA.BAD_PARAM(omniORB.BAD_PARAM_WrongPythonType, CORBA.COMPLETED_NO,
+                          f"expected an object reference (a proxy), got {type(value).__name__}")
 
 
 marshal.set_objref_hook(_to_omni)

@@ -17,10 +17,12 @@ import omniORB
 from omniORB import CORBA
 
 from pyorb import marshal
+from pyorb.client import errors
 from pyorb.marshal import layout
 from pyorb.config import Config
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.connection import GIOPConnection
+from pyorb.giop.detail import exception_detail
 from pyorb.giop.errors import ProtocolError
 from pyorb.interceptors import ClientInterceptor, ClientRequestInfo
 from pyorb.giop.ior import (
@@ -136,7 +138,7 @@ class RequestWriter:
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
             if len(body) > self.max_message_size:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
+                raise self._too_big(op, len(body))
             if contexts:
                 data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
             else:  # the common case, without building a Request object
@@ -149,7 +151,7 @@ class RequestWriter:
             except CORBA.SystemException as exc:
                 raise op.argument_error(args, exc) from None
             if len(body) > self.max_message_size:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO)
+                raise self._too_big(op, len(body))
             data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         if not self._chosen:
             self._chosen = core.code_sets_chosen = True
@@ -157,21 +159,14 @@ class RequestWriter:
                 log.debug("connection's char code set: %s", code_set_name(cs))
         return rid, data
 
+    def _too_big(self, op: Operation, size: int) -> CORBA.SystemException:
+        return CORBA.MARSHAL(omniORB.MARSHAL_MessageSizeExceedLimitOnClient, CORBA.COMPLETED_NO,
+                             f"the arguments of {op.name} take {size} bytes, over the {self.max_message_size}-byte "
+                             "limit (Config.max_message_size)")
+
     def cancel(self, request_id: int) -> bytes:
         """A CancelRequest for ``request_id``."""
         return self.core.send(CancelRequest(request_id, little_endian=self.little_endian))
-
-
-def connect_failure(endpoint: tuple[str, int] | Endpoint, reason: BaseException | str) -> CORBA.SystemException:
-    """TRANSIENT for an endpoint that refused or did not answer: omniORB's minor
-    code (TRANSIENT_ConnectFailed) and the host and port in the message."""
-    host, port = endpoint[0], endpoint[1]
-    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    if len(endpoint) > 2 and endpoint[2]:
-        where = "TLS " + where
-    if isinstance(reason, BaseException):
-        reason = getattr(reason, "strerror", None) or str(reason) or type(reason).__name__
-    return CORBA.TRANSIENT(omniORB.TRANSIENT_ConnectFailed, CORBA.COMPLETED_NO, f"cannot connect to {where}: {reason}")
 
 
 class LocationForward(Exception):
@@ -184,7 +179,7 @@ class LocationForward(Exception):
 
 def reply_result(
     op: Operation, reply: Reply, convert: Callable[[Any, str], Any], bounds: layout.Bounds = layout.DEFAULT_BOUNDS,
-    char_set: int = CS_UTF8, wide_giop11: bool | None = False,
+    char_set: int = CS_UTF8, wide_giop11: bool | None = False, route: Route | None = None, target: IOR | None = None,
 ) -> Any:
     """The value a reply to ``op`` carries (see Operation.result_value).
 
@@ -193,7 +188,9 @@ def reply_result(
     for a LOCATION_FORWARD.  ``convert`` turns the omniORB object
     references of a result into the client's proxies; strings are read in
     the connection's ``char_set``, GIOP 1.1 wide text in the standard GIOP
-    1.1 form if ``wide_giop11``.
+    1.1 form if ``wide_giop11``.  A system exception's text names the call's
+    ``route`` and says what the reply's ExceptionDetailMessage said; a
+    BAD_OPERATION's names the type id of ``target``.
     """
     status = reply.reply_status
     wide11 = bool(wide_giop11) and reply.version == GIOP_1_1
@@ -209,12 +206,23 @@ def reply_result(
             error = op.convert_exception(error, convert)
         elif status is ReplyStatus.SYSTEM_EXCEPTION:
             error = marshal.unpack_system_exception(reply.body, reply.body_offset, reply.little_endian)
+            error = errors.reply_exception(error, op, route, target, exception_detail(reply.service_contexts))
         else:  # NEEDS_ADDRESSING_MODE: we already send the simplest form
-            error = CORBA.NO_IMPLEMENT(0, CORBA.COMPLETED_NO)
+            error = CORBA.NO_IMPLEMENT(0, CORBA.COMPLETED_NO, f"{errors.call_site(op.name, route)}: the server "
+                                       "asks for a target address other than the object key, which pyorb does not send")
     except CORBA.SystemException as exc:
         log.warning("reply to %s could not be decoded: %s", op.name, exc)
-        raise CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES) from None
+        raise CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_YES,
+                            f"the reply to {errors.call_site(op.name, route)} could not be decoded: "
+                            f"{_info_text(exc)}") from None
     raise error
+
+
+def _info_text(exc: CORBA.SystemException) -> str:
+    info = getattr(exc, "_info", None)
+    if isinstance(info, list):
+        return ", ".join(str(i) for i in info)
+    return str(info) if info else type(exc).__name__
 
 
 def _forward_target(op: Operation, reply: Reply) -> IOR:
@@ -222,7 +230,8 @@ def _forward_target(op: Operation, reply: Reply) -> IOR:
         return IOR.decode(CDRReader(reply.body, reply.little_endian, base=reply.body_offset))
     except ProtocolError as exc:
         log.warning("bad LOCATION_FORWARD for %s: %s", op.name, exc.reason)
-        raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from None
+        raise CORBA.MARSHAL(omniORB.MARSHAL_InvalidIOR, CORBA.COMPLETED_NO,
+                            f"the server forwarded {op.name} to an unreadable reference: {exc.reason}") from None
 
 
 def interface_operations(interface: type) -> dict[str, Operation]:
@@ -232,8 +241,9 @@ def interface_operations(interface: type) -> dict[str, Operation]:
     omniORBpy does.  Raises TypeError if ``interface`` is not a stub class.
     """
     ops: dict[str, Operation] = {}
+    repo_id = getattr(interface, "_NP_RepositoryId", "")
     for wire, desc in operation_descriptors(interface).items():
-        ops["_" + wire if keyword.iskeyword(wire) else wire] = Operation(wire, desc)
+        ops["_" + wire if keyword.iskeyword(wire) else wire] = Operation(wire, desc, repo_id)
     if not ops:
         raise TypeError(f"{interface!r} is not a generated interface stub class")
     return ops
@@ -306,11 +316,13 @@ class Intercepted:
                 interceptor.send_request(info)
             except Exception as exc:
                 if isinstance(exc, CORBA.SystemException):
-                    failure = type(exc)(exc.minor, CORBA.COMPLETED_NO, *exc.args[2:])
+                    failure = type(exc)(exc.minor, CORBA.COMPLETED_NO, exc._info)
                 else:
                     log.error("client interceptor %s failed on %s; the call fails with CORBA.UNKNOWN",
                               type(interceptor).__name__, info.operation, exc_info=exc)
-                    failure = CORBA.UNKNOWN(0, CORBA.COMPLETED_NO)
+                    failure = CORBA.UNKNOWN(omniORB.UNKNOWN_PythonException, CORBA.COMPLETED_NO,
+                                            f"client interceptor {type(interceptor).__name__} failed on "
+                                            f"{info.operation} with {type(exc).__name__} (see the log)")
                 self.interceptors = self.interceptors[:ran]
                 self.receive_reply(failure)
                 raise failure from None

@@ -9,11 +9,11 @@ import ssl
 from types import TracebackType
 from typing import Any, Callable, Collection, Sequence, TypeVar, overload
 
-import omniORB
 from omniORB import CORBA
 
 from pyorb.client.balancer import POLICIES, Balancer
-from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, connect_failure, reference_ior, route_for
+from pyorb.client import errors
+from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.deadlines import Deadlines
 from pyorb.client.invocation import Invocation
@@ -114,8 +114,9 @@ class Client:
         """
         obj: ObjectRef = self.resolve(ref, interface)
         stub = getattr(interface, "_interface", None) or interface  # a proxy class names its stub class
-        if not await obj._is_a(getattr(stub, "_NP_RepositoryId")):
-            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+        repo_id = getattr(stub, "_NP_RepositoryId")
+        if not await obj._is_a(repo_id):
+            raise errors.not_a(repo_id, self.route(obj.ior), obj.ior)
         return obj
 
     def from_objref(self, omni_ref: Any, interface: type | str | None = None) -> Any:
@@ -175,15 +176,14 @@ class Client:
 
     def _send(self, inv: Invocation, route: Route | None) -> None:
         if route is None:
-            inv.fail(CORBA.INV_OBJREF(0, CORBA.COMPLETED_NO))
+            inv.fail(errors.no_route(inv.op.name, inv.target, self._tls is not False))
             return
         group = route.group
         if group is not None:
             balancer = self._balancer(group)
             member = balancer.pick(inv.tried or ())
             if member is None:
-                inv.fail(CORBA.TRANSIENT(omniORB.TRANSIENT_ConnectFailed, CORBA.COMPLETED_NO,
-                                         f"no member of the object group could take the call ({len(group.members)} tried)"))
+                inv.fail(errors.group_exhausted(inv.op.name, group.members))
                 return
             inv.member = (balancer, member.endpoint)
             route = member
@@ -223,7 +223,7 @@ class Client:
 
     def _retarget(self, inv: Invocation, target: IOR) -> None:
         if inv.forwards > self.config.max_forwards:
-            inv.fail(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
+            inv.fail(errors.too_many_forwards(inv.op.name, self.config.max_forwards))
             return
         inv.conn = None
         self._send(inv, self.route(target))
@@ -236,7 +236,7 @@ class Client:
         or the TLS handshake fails (e.g. an untrusted server certificate).
         """
         if self._closed:
-            raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+            raise errors.client_closed()
         endpoint = Endpoint(host, port, tls)
         conn = self._conns.get(endpoint)
         if conn is not None and conn.is_open:
@@ -257,13 +257,20 @@ class Client:
                       "ssl_handshake_timeout": self.config.tls_handshake_timeout}
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: ClientConnection(self.config, self._forget), host, port, **secure),
+                loop.create_connection(lambda: ClientConnection(self.config, self._forget, endpoint), host, port,
+                                       **secure),
                 self.config.connect_timeout + (self.config.tls_handshake_timeout if tls else 0.0),
             )
         except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
             log.info("cannot connect to %s%s:%d: %s", "TLS " if tls else "", host, port, exc)
-            reason = "no answer in time" if isinstance(exc, asyncio.TimeoutError) else tls_reason(exc)
-            raise connect_failure(endpoint, reason) from None
+            if isinstance(exc, asyncio.TimeoutError):
+                reason: str | BaseException = (
+                    f"no answer within {self.config.connect_timeout:g} s (Config.connect_timeout)" if not tls else
+                    f"no connection and TLS handshake within {self.config.connect_timeout:g} s + "
+                    f"{self.config.tls_handshake_timeout:g} s (Config.connect_timeout, Config.tls_handshake_timeout)")
+            else:
+                reason = tls_reason(exc)
+            raise errors.connect_failure(endpoint, reason) from None
         self._conns[endpoint] = conn
         for balancer in self._balancers.values():
             balancer.succeeded(endpoint)
@@ -274,7 +281,7 @@ class Client:
         """The context TLS connections use (made on first use unless one was given)."""
         if not isinstance(self._tls, ssl.SSLContext):
             if self._tls is False:
-                raise CORBA.NO_PERMISSION(0, CORBA.COMPLETED_NO, "this client was made with tls=False")
+                raise CORBA.NO_PERMISSION(0, CORBA.COMPLETED_NO, "TLS needed, and this client was made with tls=False")
             self._tls = client_context()
         return self._tls
 

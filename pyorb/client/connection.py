@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable
 
 from omniORB import CORBA
 
 from pyorb.aio.protocol import GIOPProtocol
-from pyorb.client.calls import RequestWriter, Route
+from pyorb.client import errors
+from pyorb.client.calls import Endpoint, RequestWriter, Route
 from pyorb.giop.connection import Role
+from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import CloseConnection, LocateReply, Message, MessageError, Reply
 
 if TYPE_CHECKING:
@@ -22,21 +25,38 @@ log = logging.getLogger(__name__)
 class ClientConnection(GIOPProtocol):
     """Many calls share this connection; replies find their call by request id."""
 
-    def __init__(self, config: Config, on_closed: Callable[[ClientConnection], None]) -> None:
+    def __init__(self, config: Config, on_closed: Callable[[ClientConnection], None],
+                 endpoint: Endpoint | None = None) -> None:
         super().__init__(Role.CLIENT, config)
         self.pending: dict[int, Invocation] = {}
         self.writer = RequestWriter(config, self.core)
         self._on_closed = on_closed
+        self.endpoint = endpoint
+        self._cause = "the server closed it"
+        """Why the connection ended, for the texts of the calls it fails."""
+        self.refused: CORBA.SystemException | None = None
+        """Set when the server refused the TLS handshake."""
+        self._tls13 = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        ssl_object = transport.get_extra_info("ssl_object")
+        # Read now: after a failed read, the version may no longer be reported.
+        self._tls13 = ssl_object is not None and ssl_object.version() == "TLSv1.3"
 
     # -- sending ---------------------------------------------------------------
     def start(self, inv: Invocation, route: Route) -> None:
         """Send ``inv`` on this connection (to ``route``'s object) and register it for the reply."""
         if not self.is_open:
-            inv.fail(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_NO))
+            refused = self.refused
+            if refused is not None:  # closed as it opened: the handshake's refusal is the reason
+                inv.lost(type(refused)(refused.minor, refused.completed, refused._info))
+            else:
+                inv.fail(errors.not_sent(inv.op.name, route, "closed before it could be sent"))
             return
         if len(self.pending) >= self.config.max_pending_calls:
             # Bounded memory: the caller learns at once instead of queueing without end.
-            inv.fail(CORBA.IMP_LIMIT(0, CORBA.COMPLETED_NO))
+            inv.fail(errors.too_many_pending(inv.op.name, route, self.config.max_pending_calls))
             return
         try:
             intercepted = inv.intercepted
@@ -50,6 +70,7 @@ class ClientConnection(GIOPProtocol):
             inv.succeed(None)
             return
         inv.conn = self
+        inv.route = route
         inv.request_id = rid
         self.pending[rid] = inv
         self.send(data)
@@ -76,14 +97,41 @@ class ClientConnection(GIOPProtocol):
                 inv.connection_closed_unanswered()
         elif type(message) is MessageError:
             log.warning("server %s reported a MessageError", self.peer)
-            self._fail_all(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE))
+            self._cause = "the server sent MessageError: it could not read a message of this client"
+            self._fail_all()
             self.close()
 
-    def _fail_all(self, exc: CORBA.SystemException) -> None:
+    def _protocol_error(self, exc: ProtocolError) -> None:
+        self._cause = f"the server sent a message this client cannot read: {exc.reason}"
+        super()._protocol_error(exc)
+
+    def _fail_all(self, refused: CORBA.SystemException | None = None) -> None:
         pending, self.pending = self.pending, {}
         for inv in pending.values():
-            inv.lost(type(exc)(exc.minor, exc.completed))
+            if refused is not None:
+                inv.lost(type(refused)(refused.minor, refused.completed, refused._info))
+            else:
+                inv.lost(errors.connection_lost(inv.op.name, inv.route, self._cause))
 
     def closed(self, exc: BaseException | None) -> None:
-        self._fail_all(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE))
+        if exc is not None:
+            self._cause = errors.os_reason(exc)
+        self.refused = self._refusal(exc)
+        self._fail_all(self.refused)
         self._on_closed(self)
+
+    def _refusal(self, exc: BaseException | None) -> CORBA.SystemException | None:
+        """TRANSIENT (completed NO) if the server refused this TLS connection's
+        handshake: TLS 1.3 lets the client finish its side first, so the refusal
+        arrives as the connection's end.  A server that accepted would have sent
+        its session tickets first, before reading any request."""
+        transport, endpoint = self.transport, self.endpoint
+        if transport is None or endpoint is None or not endpoint.tls:
+            return None
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is None or not self._tls13:
+            return None  # before 1.3, a refusal fails the client's own handshake
+        session = ssl_object.session
+        if session is None or session.has_ticket:
+            return None
+        return errors.tls_refusal(endpoint, exc)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from omniORB import CORBA
 
 from pyorb.marshal import layout
+from pyorb.client import errors
 from pyorb.client.calls import Intercepted, LocationForward, reply_result
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
@@ -17,7 +18,7 @@ _NO_EXCEPTION = ReplyStatus.NO_EXCEPTION  # a global: cheaper to read per reply 
 
 if TYPE_CHECKING:
     from pyorb.client.balancer import Balancer
-    from pyorb.client.calls import Endpoint
+    from pyorb.client.calls import Endpoint, Route
     from pyorb.client.connection import ClientConnection
     from pyorb.marshal import Operation
 
@@ -30,6 +31,9 @@ class Caller(Protocol):
 
     def from_objref(self, omni_ref: Any, interface: Any = None) -> Any:
         """A proxy for an omniORB object reference in a reply."""
+
+    def route(self, target: IOR) -> Route | None:
+        """Where calls to ``target`` go (for error texts)."""
 
 
 _future_init = asyncio.Future.__init__
@@ -47,7 +51,12 @@ class Invocation(asyncio.Future[Any]):
     """
 
     __slots__ = ("op", "args", "conn", "request_id", "deadlines", "deadline", "forwards", "caller",
-                 "target", "resent", "intercepted", "member", "tried", "idempotent")
+                 "target", "resent", "intercepted", "member", "tried", "idempotent", "route", "timeout")
+    # Set only where they are needed (not in __init__, to keep a call's cost):
+    route: Route
+    """Where the call was sent: set with ``conn``, read by error texts."""
+    timeout: float
+    """Set by expire_in."""
 
     def __init__(
         self,
@@ -85,6 +94,7 @@ class Invocation(asyncio.Future[Any]):
         if deadlines is None:
             deadlines = Deadlines.of(loop)
         self.deadlines = deadlines
+        self.timeout = timeout
         self.deadline = deadlines.add(self, timeout, loop)
 
     def complete(self, reply: Reply) -> None:
@@ -117,7 +127,7 @@ class Invocation(asyncio.Future[Any]):
             if conn is not None:
                 core = conn.core
                 value = reply_result(self.op, reply, self.caller.from_objref, conn.value_bounds, core.char_set,
-                                     core.wide_giop11)
+                                     core.wide_giop11, self.route, self.target)
             else:
                 value = reply_result(self.op, reply, self.caller.from_objref, layout.DEFAULT_BOUNDS)
         except LocationForward as fwd:
@@ -138,7 +148,7 @@ class Invocation(asyncio.Future[Any]):
             self.fail_over(self.member[1])
             return
         if self.resent:
-            self.fail(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
+            self.fail(errors.closed_unanswered(self.op.name, self.sent_to()))
             return
         self.resent = True
         self.conn = None
@@ -163,7 +173,17 @@ class Invocation(asyncio.Future[Any]):
         self.deadlines = None
         if self.member is not None and self.conn is not None:  # a stalled replica: others get the next calls
             self.member[0].failed(self.member[1])
-        self.fail(CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE))
+        route = self.sent_to()
+        self.fail(errors.timed_out(self.op.name, route, self.timeout, sent=self.conn is not None))
+
+    def sent_to(self) -> Route | None:
+        """The route this call went to, or would go to if it has not been sent yet."""
+        if self.conn is not None:
+            return self.route
+        try:
+            return self.caller.route(self.target)
+        except Exception:  # only for a message: an unusable reference has no route to name
+            return None
 
     def lost(self, exc: CORBA.SystemException) -> None:
         """The connection carrying this call failed before the reply.  A call

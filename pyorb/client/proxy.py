@@ -112,7 +112,8 @@ class Poller(Generic[T]):
         zero timeout, as in CORBA Messaging).
         """
         if not self._future.done():
-            raise CORBA.TIMEOUT(0, CORBA.COMPLETED_NO)
+            raise CORBA.TIMEOUT(omniORB.TIMEOUT_NoPollerResponseInTime, CORBA.COMPLETED_NO,
+                                "the reply has not arrived yet: poll again, or await the poller")
         return self._future.result()
 
     def __await__(self) -> Generator[Any, None, T]:
@@ -203,9 +204,10 @@ def proxy_class(interface: type | None) -> type[ObjectRef]:
     if cls is None:
         assert interface is not None
         methods: dict[str, Any] = {"__slots__": (), "_interface": interface}
+        repo_id = getattr(interface, "_NP_RepositoryId", "")
         for wire, desc in operation_descriptors(interface).items():
             attr = "_" + wire if keyword.iskeyword(wire) else wire
-            methods.update(_make_methods(Operation(wire, desc), attr))
+            methods.update(_make_methods(Operation(wire, desc, repo_id), attr))
         if not _is_stub_class(interface):
             raise TypeError(f"{interface!r} is not a generated interface stub class")
         bases = tuple(proxy_class(b) for b in interface.__bases__ if _is_stub_class(b)) or (ObjectRef,)
@@ -249,7 +251,8 @@ def _is_stub_class(cls: type) -> bool:
 def _to_omni(value: Any) -> Any:
     if isinstance(value, ObjectRef):
         return value._to_omni()
-    raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+    raise CORBA.BAD_PARAM(omniORB.BAD_PARAM_WrongPythonType, CORBA.COMPLETED_NO,
+                          f"expected an object reference (a proxy), got {type(value).__name__}")
 
 
 marshal.set_objref_hook(_to_omni)

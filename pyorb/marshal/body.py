@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 from typing import Any, Callable, Iterable, cast
 
 import omniORB
@@ -293,14 +294,16 @@ class Operation:
 
     ``descriptor`` is omniidl's ``(in types, out types, exceptions)`` where
     out types list the return value first (absent for void) then inout/out.
-    ``out types`` is None for a oneway operation.
+    ``out types`` is None for a oneway operation.  ``interface`` is the
+    repository id of the interface it was called through, for error texts.
     """
 
-    __slots__ = ("name", "oneway", "args", "results", "exceptions", "_result_shape", "_exc_codecs")
+    __slots__ = ("name", "oneway", "args", "results", "exceptions", "interface", "_result_shape", "_exc_codecs")
 
-    def __init__(self, name: str, descriptor: tuple[Any, ...]) -> None:
+    def __init__(self, name: str, descriptor: tuple[Any, ...], interface: str = "") -> None:
         in_types, out_types, excs = descriptor[:3]
         self.name = name
+        self.interface = interface
         self.oneway = out_types is None
         self.args = BodyCodec(tuple(in_types))
         self.results = BodyCodec(tuple(out_types or ()))
@@ -346,17 +349,19 @@ class Operation:
         return TypeError(f"Operation '{self.name}' requires {need} argument{'s' * (need != 1)}; {given} given")
 
     def argument_error(self, values: tuple[Any, ...], exc: CORBA.SystemException) -> CORBA.SystemException:
-        """``exc`` (from packing ``values``) naming this operation and the parameter
-        that did not marshal, with omniORB's minor code; the slow path of a failed call."""
+        """``exc`` (from packing ``values``) naming this operation, the parameter
+        that did not marshal (counted from 0, as omniORBpy counts) and the member
+        or item inside it, with omniORB's minor code; the slow path of a failed call."""
         if len(values) != self.args.count:
             return CORBA.BAD_PARAM(exc.minor, CORBA.COMPLETED_NO, str(self.arity_error(len(values))))
-        for i, (desc, value) in enumerate(zip(self.args._descs, values), 1):
+        for i, (desc, value) in enumerate(zip(self.args._descs, values)):
             try:
                 cdr_marshal(desc, to_omni(desc, value), True)
             except CORBA.SystemException as one:
                 info = getattr(one, "_info", None)
                 why = info[0] if isinstance(info, list) and info else type(one).__name__
-                return type(one)(one.minor, CORBA.COMPLETED_NO, f"Operation '{self.name}' parameter {i}: {why}")
+                inside = member_path(info[1:]) if isinstance(info, list) else ""
+                return type(one)(one.minor, CORBA.COMPLETED_NO, f"Operation '{self.name}' parameter {i}{inside}: {why}")
             except Exception as one:  # not a CORBA error: a value omniORB cannot take at all
                 return CORBA.BAD_PARAM(omniORB.BAD_PARAM_WrongPythonType, CORBA.COMPLETED_NO,
                                        f"Operation '{self.name}' parameter {i}: {one}")
@@ -380,7 +385,8 @@ class Operation:
             return cast(Exception, CORBA.MARSHAL(0, CORBA.COMPLETED_YES))
         codec = self._exception_codec(repo_id)
         if codec is None:
-            return cast(Exception, CORBA.UNKNOWN(0, CORBA.COMPLETED_YES))
+            return cast(Exception, CORBA.UNKNOWN(omniORB.UNKNOWN_UserException, CORBA.COMPLETED_YES,
+                                                 f"{self.name} raised {repo_id}, which its IDL here does not declare"))
         (exc,) = codec.unpack(body, align, le, bounds=bounds, char_set=char_set, wide11=wide11)
         return cast(Exception, exc)
 
@@ -396,6 +402,23 @@ class Operation:
         if codec is None and repo_id in self.exceptions:
             codec = self._exc_codecs[repo_id] = BodyCodec((self.exceptions[repo_id],))
         return codec
+
+
+def member_path(contexts: Iterable[Any]) -> str:
+    """Where inside a value omniORB's marshaler failed, from the contexts it adds
+    innermost first (``Struct 'Item' member 'qty'``, ``Sequence item 2``):
+    `` item 2, member Item.qty``; empty if it named none."""
+    steps = []
+    for context in reversed(list(contexts)):
+        text = str(context)
+        struct = re.fullmatch(r"(?:Struct|Exception|Value) '(.*)' member '(.*)'", text)
+        if struct:
+            steps.append(f"member {struct[1]}.{struct[2]}")
+        elif text.startswith(("Sequence item ", "Array item ")):
+            steps.append("item " + text.rsplit(" ", 1)[1])
+        elif text:
+            steps.append(text[0].lower() + text[1:])
+    return "".join(", " + step for step in steps)
 
 
 def operation_descriptors(interface: type) -> dict[str, tuple[Any, ...]]:
