@@ -272,7 +272,23 @@ def test_call_corbaloc_needs_an_interface(quoter: ServerProcess) -> None:
 def test_call_unreachable_reference_is_transient() -> None:
     ref = build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", 1, b"Quoter").to_string()
     line = one_line_error(pyorb("call", ref, "get_quote", "A", "--idl", str(STOCK_IDL)))
-    assert line == "error: CORBA.TRANSIENT (minor TRANSIENT_ConnectFailed, completed NO): cannot reach 127.0.0.1:1"
+    assert line == "error: CORBA.TRANSIENT (minor TRANSIENT_ConnectFailed, completed NO): cannot connect to 127.0.0.1:1: Connection refused"
+
+
+def test_call_group_with_every_member_down_names_each_member() -> None:
+    from pyorb.giop.ior import GroupComponent, group_ior
+
+    ports = []
+    for _ in range(3):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    members = [build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", p, b"Quoter") for p in ports]
+    ref = group_ior(members, GroupComponent("cli", 1, 1)).to_string()
+    line = one_line_error(pyorb("call", ref, "get_quote", "A", "--idl", str(STOCK_IDL)))
+    assert line.startswith("error: CORBA.TRANSIENT (minor TRANSIENT_ConnectFailed, completed NO): "
+                           "no member of the object group could take the call to get_quote (3 tried: ")
+    assert all(f"127.0.0.1:{p}" in line for p in ports)
 
 
 def test_call_unknown_object_key(quoter: ServerProcess) -> None:
@@ -289,7 +305,8 @@ def test_call_timeout_on_a_silent_server() -> None:
         port = silent.getsockname()[1]
         ref = build_ior("IDL:Stock/Quoter:1.0", "127.0.0.1", port, b"Quoter").to_string()
         line = one_line_error(pyorb("call", ref, "get_quote", "A", "--idl", str(STOCK_IDL), "--timeout", "0.5"))
-    assert line == f"error: CORBA.TIMEOUT (minor 0, completed MAYBE): no reply from 127.0.0.1:{port} within 0.5 s"
+    assert line == (f"error: CORBA.TIMEOUT (minor TIMEOUT_CallTimedOutOnClient, completed MAYBE): no reply to get_quote "
+                    f"from 127.0.0.1:{port} within 0.5 s (timeout= or Config.call_timeout); the server may still run it")
 
 
 def test_call_type_id_missing_from_the_idl(quoter: ServerProcess) -> None:
@@ -381,7 +398,8 @@ CASES = [
 ERRORS = [
     (["raise_failure", "7"],
      'error: IDL:Interop/Failure:1.0 raised by raise_failure {"code": 7, "why": "failed", "details": [1, 2, 3]}'),
-    (["raise_system"], "error: CORBA.BAD_PARAM (minor 42, completed NO): raised by raise_system"),
+    (["raise_system"], "error: CORBA.BAD_PARAM (minor 42, completed NO): raise_system on 127.0.0.1:"),
+    (["raise_system"], "(key 'Types'): the server raised it"),
     (["echo_long", "abc"], "error: v of echo_long: expected long (an integer), got 'abc'; "
                            "expected long echo_long(in long v)"),
     (["echo_octet", "256"], "256 is out of range for octet (0..255)"),

@@ -284,13 +284,12 @@ async def invoke(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], t
 
 def run(ref: str, interface: type, op: OpInfo, args: tuple[Any, ...], timeout: float, **client_options: Any) -> Any:
     """:func:`invoke` on a fresh event loop, with its exceptions turned into one line."""
-    ior = parse_reference(ref)
     try:
         return asyncio.run(invoke(ref, interface, op, args, timeout, **client_options))
     except CORBA.UserException as exc:
         raise CallError(describe_user_exception(exc, op)) from None
     except CORBA.SystemException as exc:
-        raise CallError(describe_system_exception(exc, op, ior, timeout)) from None
+        raise CallError(describe_system_exception(exc, op)) from None
 
 
 def results(op: OpInfo, value: Any) -> dict[str, Any]:
@@ -324,18 +323,16 @@ def describe_user_exception(exc: CORBA.UserException, op: OpInfo) -> str:
     return f"{repo_id} raised by {op.name}{detail}"
 
 
-def describe_system_exception(exc: CORBA.SystemException, op: OpInfo, ior: IOR, timeout: float) -> str:
-    profile = ior.iiop
-    where = f"{profile.host}:{profile.port}" if profile else "the object"
-    reason = {
-        "TRANSIENT": f"cannot reach {where}",
-        "COMM_FAILURE": f"the connection to {where} failed",
-        "TIMEOUT": f"no reply from {where} within {timeout:g} s",
-        "OBJECT_NOT_EXIST": f"no object with this key at {where}",
-        "BAD_OPERATION": f"the object at {where} does not implement {op.name}",
-        "INV_OBJREF": "the reference has no IIOP profile",
-    }.get(type(exc).__name__, f"raised by {op.name}")
-    return f"{system_exception_line(exc)}: {reason}"
+def describe_system_exception(exc: CORBA.SystemException, op: OpInfo) -> str:
+    """The exception's line and the client's own text of it (what, where, why),
+    the same words a Python caller reads in ``str(exc)``."""
+    return f"{system_exception_line(exc)}: {exception_text(exc) or f'raised by {op.name}'}"
+
+
+def exception_text(exc: CORBA.SystemException) -> str:
+    """The text a pyorb client put in a system exception ('' if none)."""
+    info = getattr(exc, "_info", None)
+    return info if isinstance(info, str) else ""
 
 
 def system_exception_line(exc: CORBA.SystemException) -> str:
