@@ -187,6 +187,8 @@ def reply_exception(exc: CORBA.SystemException, op: Operation, route: Route | No
             meaning += f" of {op.interface}"
         if target is not None and target.type_id and target.type_id != op.interface:
             meaning += f"; its reference names {target.type_id}"
+    elif isinstance(exc._info, str):  # said by this client, reading the reply
+        meaning = exc._info
     else:
         meaning = _EXCEPTION_MEANINGS.get(name, "the server raised it")
     text = f"{call_site(op.name, route)}: {meaning}"

@@ -246,7 +246,7 @@ class BodyCodec:
             except CORBA.SystemException:
                 raise
             except Exception as exc:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
+                raise _undecodable(exc) from exc
         if not self.count:
             return ()
         if wide11 and self._giop11 is not None:
@@ -285,8 +285,12 @@ class BodyCodec:
         except CORBA.SystemException:
             raise
         except Exception as exc:
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO) from exc
+            raise _undecodable(exc) from exc
         return values
+
+
+def _undecodable(exc: Exception) -> CORBA.SystemException:
+    return CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"the body does not decode as its IDL types say ({exc})")
 
 
 class Operation:
@@ -382,7 +386,8 @@ class Operation:
         try:
             repo_id = CDRReader(body, le, base=align).string()
         except ProtocolError:
-            return cast(Exception, CORBA.MARSHAL(0, CORBA.COMPLETED_YES))
+            return cast(Exception, CORBA.MARSHAL(0, CORBA.COMPLETED_YES,
+                                                 f"the user exception {self.name} raised cannot be read: no repository id"))
         codec = self._exception_codec(repo_id)
         if codec is None:
             return cast(Exception, CORBA.UNKNOWN(omniORB.UNKNOWN_UserException, CORBA.COMPLETED_YES,

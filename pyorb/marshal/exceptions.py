@@ -23,8 +23,8 @@ def unpack_system_exception(body: bytes, align: int, le: bool) -> CORBA.SystemEx
     try:
         r = CDRReader(body, le, base=align)
         repo_id, minor, completed = r.string(), r.ulong(), r.ulong()
-    except ProtocolError:
-        return CORBA.MARSHAL(0, CORBA.COMPLETED_MAYBE)
+    except ProtocolError as exc:
+        return CORBA.MARSHAL(0, CORBA.COMPLETED_MAYBE, f"a system exception reply that cannot be read: {exc.reason}")
     cls = system_exception_class(repo_id)
     return cls(minor, _COMPLETION.get(completed, CORBA.COMPLETED_MAYBE))
 

@@ -224,7 +224,8 @@ class ReplySink:
         if self.expired:
             log.debug("late outcome of %s request %d discarded", self.op.name, self.request_id)
             return True
-        raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO)
+        raise CORBA.BAD_INV_ORDER(0, CORBA.COMPLETED_NO,
+                                  f"{self.op.name} request {self.request_id} has had its reply already")
 
     def claim(self) -> bool:
         """Mark the sink used: False if the deadline passed first (nothing to

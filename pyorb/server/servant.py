@@ -134,7 +134,8 @@ class ResponseHandler:
             # The client must not wait forever for a reply that cannot be built.
             log.error("AMH %s replied with %d values, its IDL has %d", op.name, len(values), op.results.count)
             self._sink.exception(CORBA.BAD_PARAM(0, CORBA.COMPLETED_YES))
-            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO, f"the AMH reply to {op.name} has {len(values)} values, "
+                                                         f"its IDL {op.results.count}; the client got BAD_PARAM")
         self._sink.result(value)
 
     def raise_exception(self, exc: BaseException) -> None:
