@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from omniORB import CORBA
 
 import pyorb
 from pyorb.giop.ior import IOR, build_ior, to_corbaloc
@@ -125,3 +126,21 @@ def test_pyorb_client_calls_jacorb(jacorb_server: tuple[str, int]) -> None:
             return [await getattr(types, op)(value) for op, value in values]
 
     assert asyncio.run(run()) == [value for _, value in values]
+
+
+def test_jacorbs_exception_detail_message_reaches_the_pyorb_callers_text(jacorb_server: tuple[str, int]) -> None:
+    """JacServer raises BAD_OPERATION(operation name) for what it does not serve: JacORB
+    sends that message as an ExceptionDetailMessage, which the pyorb client shows."""
+    ior, minor = jacorb_server
+    profile = IOR.from_string(ior).iiop
+    assert profile is not None
+
+    async def run() -> BaseException:
+        async with pyorb.Client(pyorb.Config(giop_version=(1, minor))) as client:
+            with pytest.raises(CORBA.BAD_OPERATION) as failed:
+                await client.resolve(ior, Interop.Types).echo_long(1)
+            return failed.value
+
+    exc = asyncio.run(run())
+    assert f"echo_long on {profile.host}:{profile.port}" in str(exc)
+    assert "the server says: echo_long" in str(exc)
