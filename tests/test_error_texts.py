@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import threading
 from typing import Any, Callable, Iterator
 
@@ -29,7 +30,7 @@ from pyorb.giop.detail import (
     parse_exception_detail,
 )
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import IOR, GroupComponent, build_ior, group_ior
+from pyorb.giop.ior import IOR, GroupComponent, SSLComponent, build_ior, group_ior
 from pyorb.giop.messages import ServiceContext
 from pyorb.testing.certs import TestPKI
 from tests.interop.servants import BenchEcho, Interop
@@ -309,3 +310,59 @@ def test_a_peers_exception_detail_reaches_the_callers_text(echo: Any) -> None:
     finally:
         listener.close()
         thread.join(5)
+
+
+@pytest.fixture
+def alerting_tls_server(pyorb_pki: TestPKI) -> Iterator[str]:
+    """A TLS server on the standard library's blocking sockets, which (unlike asyncio's)
+    sends the handshake's alert: for a client without a certificate, certificate_required."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    context = pyorb_pki.server_context(require_client_cert=True)
+
+    def serve() -> None:
+        for _ in range(2):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    with context.wrap_socket(conn, server_side=True) as tls:
+                        tls.recv(65536)
+                except (ssl.SSLError, OSError):
+                    pass  # refused: OpenSSL has written the alert to the socket
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = int(listener.getsockname()[1])
+    try:
+        yield build_ior("IDL:Bench/Echo:1.0", "127.0.0.1", 0, b"Echo",
+                        ssl=SSLComponent(0x7E, 0x66, port)).to_string()
+    finally:
+        listener.close()
+        thread.join(5)
+
+
+def test_a_tls_alert_asking_for_a_certificate_is_named(alerting_tls_server: str, pyorb_pki: TestPKI) -> None:
+    port = IOR.from_string(alerting_tls_server).iiop.ssl.port  # type: ignore[union-attr]
+    for exc in both(alerting_tls_server, Bench.Echo, lambda p: p.ping(1, timeout=10), tls=pyorb_pki.client_context()):
+        text = expect(exc, CORBA.TRANSIENT, omniORB.TRANSIENT_ConnectFailed, CORBA.COMPLETED_NO)
+        assert (f"cannot connect to TLS 127.0.0.1:{port}: the server refused the TLS handshake "
+                "(it requires a client certificate, and this client sent none)") in text
+
+
+def test_calls_beyond_max_pending_calls_name_the_limit(echo: Any) -> None:
+    async def run() -> CORBA.SystemException:
+        async with pyorb.Client(pyorb.Config(max_pending_calls=1)) as client:
+            proxy = client.resolve(echo.ior, Bench.Echo)
+            assert await proxy.ping(1) == 1  # the connection is open
+            slow = proxy.ping(8, timeout=10)
+            with pytest.raises(CORBA.IMP_LIMIT) as failed:
+                await proxy.ping(2)
+            slow.cancel()
+            return failed.value
+
+    text = str(asyncio.run(run()))
+    assert (f"ping was not sent: the connection to 127.0.0.1:{echo.port} already has 1 calls awaiting replies "
+            "(Config.max_pending_calls)") in text

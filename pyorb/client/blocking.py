@@ -169,7 +169,10 @@ class BlockingConnection:
             raise errors.timed_out(self._op, self._route, self._timeout, sent=False) from None
         except OSError as exc:
             log.debug("send failed: %s", exc)
+            refused = self._refusal(exc)
             self.close()
+            if refused is not None:
+                raise refused from None
             raise errors.not_sent(self._op, self._route, f"failed: {errors.os_reason(exc)}") from None
 
     def _await_reply(self, rid: int, deadline: float | None) -> Reply:
@@ -236,6 +239,15 @@ class BlockingConnection:
             raise refused from None
         raise errors.connection_lost(self._op, self._route, cause) from None
 
+    def _alert(self) -> OSError | None:
+        """The TLS alert a refusing server sent before closing, if it can still be read."""
+        try:
+            self._sock.settimeout(0)
+            self._sock.recv(1)
+        except OSError as exc:
+            return exc if _is_alert(exc) else None
+        return None
+
     def _refusal(self, exc: OSError | None) -> CORBA.SystemException | None:
         # As the asyncio client's ClientConnection._refusal: no session ticket on TLS 1.3, no handshake.
         sock, endpoint = self._sock, self.endpoint
@@ -244,7 +256,7 @@ class BlockingConnection:
         session = sock.session
         if session is None or session.has_ticket:
             return None
-        return errors.tls_refusal(endpoint, exc)
+        return errors.tls_refusal(endpoint, exc if _is_alert(exc) else self._alert())
 
     def _try_send(self, data: bytes) -> None:
         try:
@@ -263,6 +275,10 @@ class BlockingConnection:
         except OSError:
             pass
         self._sock.close()
+
+
+def _is_alert(exc: BaseException | None) -> bool:
+    return isinstance(exc, ssl.SSLError) and "ALERT" in (exc.reason or "")
 
 
 class BlockingClient:

@@ -172,8 +172,8 @@ def client_closed() -> CORBA.SystemException:
 
 def too_many_pending(op: str, route: Route, limit: int) -> CORBA.SystemException:
     return CORBA.IMP_LIMIT(0, CORBA.COMPLETED_NO,
-                           f"{op} was not sent: {limit} calls already await replies on the connection to "
-                           f"{address(route.endpoint)} (Config.max_pending_calls)")
+                           f"{op} was not sent: the connection to {address(route.endpoint)} already has {limit} "
+                           "calls awaiting replies (Config.max_pending_calls)")
 
 
 def reply_exception(exc: CORBA.SystemException, op: Operation, route: Route | None, target: IOR | None,
