@@ -366,3 +366,19 @@ def test_calls_beyond_max_pending_calls_name_the_limit(echo: Any) -> None:
     text = str(asyncio.run(run()))
     assert (f"ping was not sent: the connection to 127.0.0.1:{echo.port} already has 1 calls awaiting replies "
             "(Config.max_pending_calls)") in text
+
+
+def test_a_call_pending_when_its_client_closes_says_the_client_closed_it(echo: Any) -> None:
+    async def run() -> CORBA.SystemException:
+        client = pyorb.Client()
+        proxy = client.resolve(echo.ior, Bench.Echo)
+        assert await proxy.ping(1) == 1  # the connection is open: the next call goes out at once
+        slow = proxy.ping(8, timeout=10)
+        await client.close()
+        with pytest.raises(CORBA.COMM_FAILURE) as failed:
+            await slow
+        return failed.value
+
+    text = expect(asyncio.run(run()), CORBA.COMM_FAILURE, omniORB.COMM_FAILURE_WaitingForReply,
+                  CORBA.COMPLETED_MAYBE)
+    assert f"the connection to 127.0.0.1:{echo.port} broke while ping awaited its reply (this client closed it)" in text

@@ -206,7 +206,7 @@ class BlockingConnection:
             log.warning("protocol error from the server: %s; closing the connection", exc.reason)
             if exc.send_message_error:
                 self._try_send(self._core.message_error_bytes())
-            self._lost(f"the server sent a message this client cannot read: {exc.reason}")
+            self._lost(f"protocol error: {exc.reason}")
 
     def _receive(self, rid: int, deadline: float | None) -> None:
         wait = _remaining(deadline)
@@ -233,6 +233,8 @@ class BlockingConnection:
     def _lost(self, cause: str, exc: OSError | None = None) -> NoReturn:
         """Close, and raise what the pending call gets: TRANSIENT (completed NO)
         if the server refused the TLS handshake, else COMM_FAILURE (completed MAYBE)."""
+        if not self.is_open:  # closed by another thread of this client
+            cause = "this client closed it"
         refused = self._refusal(exc)
         self.close()
         if refused is not None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyorb.config import Config
 
 log = logging.getLogger(__name__)
+_SERVER_CLOSED = "the server closed it"
 
 
 class ClientConnection(GIOPProtocol):
@@ -32,7 +33,7 @@ class ClientConnection(GIOPProtocol):
         self.writer = RequestWriter(config, self.core)
         self._on_closed = on_closed
         self.endpoint = endpoint
-        self._cause = "the server closed it"
+        self._cause = _SERVER_CLOSED
         """Why the connection ended, for the texts of the calls it fails."""
         self.refused: CORBA.SystemException | None = None
         """Set when the server refused the TLS handshake."""
@@ -102,8 +103,13 @@ class ClientConnection(GIOPProtocol):
             self.close()
 
     def _protocol_error(self, exc: ProtocolError) -> None:
-        self._cause = f"the server sent a message this client cannot read: {exc.reason}"
+        self._cause = f"protocol error: {exc.reason}"
         super()._protocol_error(exc)
+
+    def close(self) -> None:
+        if self.is_open and self._cause is _SERVER_CLOSED:
+            self._cause = "this client closed it"
+        super().close()
 
     def _fail_all(self, refused: CORBA.SystemException | None = None) -> None:
         pending, self.pending = self.pending, {}
