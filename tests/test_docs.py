@@ -8,6 +8,10 @@ How a block is run depends on its info string (the words after the fence):
 ``python pytest``
     A test module: run with pytest (the pyorb plugin's fixtures come from
     its entry point); every test in it must pass.
+``python server``
+    A server program: started, given until its first line of output (and
+    a moment more to reach its serving loop), then sent SIGTERM; it must
+    exit 0 within SERVER_STOP_TIMEOUT seconds.
 ``sh`` / ``bash``
     Shell commands.  The shell blocks of one Markdown file run in order in
     one bash process, so a block sees the variables and background servers
@@ -63,6 +67,8 @@ NO_RUN = "no-run"
 PYTHON_TIMEOUT = 90.0
 SHELL_TIMEOUT = 120.0
 COMMAND_TIMEOUT = 60.0
+SERVER_STOP_TIMEOUT = 30.0
+SERVER_SETTLE = 1.0
 WORKERS = 4
 NOT_MIRRORED = {".git", ".venv", ".mypy_cache", ".pytest_cache", ".hypothesis", "__pycache__"}
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>.*)$")
@@ -348,6 +354,9 @@ def check_interrupted(cwd: Path, block: Block, command: str) -> None:
 
 def run_python(block: Block, where: Path) -> None:
     checkout = make_checkout(where)
+    if "server" in block.info:
+        run_server(block, checkout)
+        return
     script = checkout / ("test_doc_block.py" if "pytest" in block.info else "doc_block.py")
     script.write_text(block.text, encoding="utf-8")
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name] if "pytest" in block.info \
@@ -360,6 +369,31 @@ def run_python(block: Block, where: Path) -> None:
     assert done.returncode == 0, f"{block.name} failed (status {done.returncode}):\n{done.stdout}\n{done.stderr}"
 
 
+def run_server(block: Block, checkout: Path) -> None:
+    """A server program: it must print a line, serve, and exit 0 on SIGTERM."""
+    script = checkout / "doc_server.py"
+    script.write_text(block.text, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, script.name], cwd=checkout, env=child_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: first.put(proc.stdout.readline() if proc.stdout else ""),
+                         daemon=True).start()
+        line = first.get(timeout=PYTHON_TIMEOUT)
+        assert line and proc.poll() is None, f"{block.name} did not start serving: {line!r}"
+        time.sleep(SERVER_SETTLE)  # from its announcement to its serving loop
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=SERVER_STOP_TIMEOUT)
+        assert proc.returncode == 0, f"{block.name} exited {proc.returncode} on SIGTERM:\n{line}{rest}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.name for block in RUNNABLE])
 def test_doc_block_runs(block: Block, doc_runs: DocRuns) -> None:
     doc_runs.wait(block)
@@ -370,10 +404,11 @@ def test_doc_block_runs(block: Block, doc_runs: DocRuns) -> None:
 def test_info_string_is_known(block: Block) -> None:
     """A misspelt language (```pyhton) would silently escape the runner."""
     assert block.language in RUN_LANGUAGES | SHOWN_LANGUAGES, f"{block.name}: unknown language {block.language!r}"
-    extra = set(block.info[1:]) - {NO_RUN, "pytest"}
+    extra = set(block.info[1:]) - {NO_RUN, "pytest", "server"}
     assert not extra, f"{block.name}: unknown words in the info string: {sorted(extra)}"
-    if "pytest" in block.info:
-        assert block.language == "python", f"{block.name}: 'pytest' goes with python blocks only"
+    for word in ("pytest", "server"):
+        if word in block.info:
+            assert block.language == "python", f"{block.name}: {word!r} goes with python blocks only"
 
 
 def test_blocks_are_found() -> None:
