@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import logging.config
 import os
 import time
 from typing import Any, Callable, ClassVar, Mapping, NoReturn
@@ -173,16 +174,16 @@ class CorbaUser(User):
         try:
             modules = None if cls.idl is None else load_idl(cls.idl)
         except (OSError, ImportError) as exc:
-            raise SystemExit(f"{cls.__name__}.idl: {exc}") from None
+            _exit(f"{cls.__name__}.idl: {exc}")
         if not isinstance(cls.interface, str):
             return cls.interface
         if modules is None:
-            raise SystemExit(f"{cls.__name__}.interface is the name {cls.interface!r}: set idl as well")
+            _exit(f"{cls.__name__}.interface is the name {cls.interface!r}: set idl as well")
         found: Any = modules
         for part in cls.interface.split("::"):
             found = getattr(found, part, None)
         if not isinstance(found, type):
-            raise SystemExit(f"{cls.__name__}.interface: {cls.interface!r} is not defined in {cls.idl}")
+            _exit(f"{cls.__name__}.interface: {cls.interface!r} is not defined in {cls.idl}")
         return found
 
     def on_stop(self) -> None:
@@ -218,6 +219,20 @@ def _refresh_gevent_clock() -> None:
     gevent.get_hub().loop.update_now()
 
 
+def _exit(message: str) -> NoReturn:
+    """Leave with ``message`` (exit status 1) while a locustfile is imported.
+
+    Locust has not set up its logging yet, so handlers made by the imports
+    outlive them; collected while the interpreter finalizes, each takes
+    logging's lock through gevent's patched threading, which greenlet no
+    longer serves then (gevent 25, the last for Python 3.10, with greenlet
+    3.5), and a traceback follows the message.  Resetting logging first, as
+    Locust's own set-up does, closes and forgets them.
+    """
+    logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+    raise SystemExit(message)
+
+
 def _stop(environment: Environment, message: str) -> NoReturn:
     """End the test with ``message`` logged and a failing exit code."""
     log.error("%s", message)
@@ -239,7 +254,7 @@ def config_from_env(environ: Mapping[str, str] = os.environ, base: Config = DEFA
         text = environ["PYORB_GIOP"]
         versions = {f"{v[0]}.{v[1]}": v for v in SUPPORTED_VERSIONS}
         if text not in versions:
-            raise SystemExit(f"PYORB_GIOP must be one of {', '.join(sorted(versions))}, got {text!r}")
+            _exit(f"PYORB_GIOP must be one of {', '.join(sorted(versions))}, got {text!r}")
         changes["giop_version"] = versions[text]
     return dataclasses.replace(base, **changes)
 
@@ -253,5 +268,5 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise SystemExit(f"{name} must be a positive number of seconds, got {text!r}")
+        _exit(f"{name} must be a positive number of seconds, got {text!r}")
     return value

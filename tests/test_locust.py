@@ -139,16 +139,41 @@ def test_sink_failures_are_counted_by_locust(tmp_path: Path, odd: str, error: st
     assert int(csv_row(run, "work")["Failure Count"]) > 0
 
 
+MISSING_IDL = """
+from locust import task
+from pyorb.locust import CorbaUser
+
+class QuoteUser(CorbaUser):
+    idl = "no/such.idl"
+    interface = "Stock::Quoter"
+
+    @task
+    def quote(self) -> None:
+        self.client.get_quote("ACME")
+"""
+
+
 @pytest.mark.parametrize(
     ("host", "env", "message"),
     [
         ("not-a-reference", {}, "is not an IOR or corbaloc URL"),
         ("corbaloc::1.2@127.0.0.1:1/Echo", {"PYORB_CALL_TIMEOUT": "soon"}, "PYORB_CALL_TIMEOUT must be a positive"),
+        ("corbaloc::1.2@127.0.0.1:1/Echo", {"PYORB_GIOP": "2.0"}, "PYORB_GIOP must be one of 1.0, 1.1, 1.2"),
     ],
-    ids=["bad-host", "bad-timeout"],
+    ids=["bad-host", "bad-timeout", "bad-giop"],
 )
-def test_bad_input_ends_locust_with_a_message(tmp_path: Path, host: str, env: dict[str, str], message: str) -> None:
+def test_bad_input_ends_locust_with_its_message_alone(tmp_path: Path, host: str, env: dict[str, str],
+                                                      message: str) -> None:
     run = run_locust("echo.py", host, tmp_path, env=env)
     assert run.returncode != 0
     assert message in run.stderr
-    assert "Traceback" not in run.own_stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "greenlet" not in run.stderr, run.stderr[-2000:]
+
+
+def test_a_missing_idl_ends_locust_with_its_message_alone(tmp_path: Path) -> None:
+    locustfile = tmp_path / "quotes.py"
+    locustfile.write_text(MISSING_IDL, encoding="utf-8")
+    run = run_locust(str(locustfile), "corbaloc::1.2@127.0.0.1:1/Quoter", tmp_path)
+    assert run.returncode != 0
+    assert "QuoteUser.idl: " in run.stderr and "no/such.idl" in run.stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr and "greenlet" not in run.stderr, run.stderr[-2000:]
