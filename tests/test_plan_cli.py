@@ -79,6 +79,45 @@ def test_bad_input_is_one_error_line(capsys: pytest.CaptureFixture[str], args: l
     assert err.startswith(message), err
 
 
+@pytest.mark.parametrize(("args", "warning", "meant"), [
+    (["--cpu", "200"], "warning: --cpu 200 has no unit, so it is 200 seconds per call; write 200ms or 200us",
+     ["--cpu", "200s"]),
+    (["--cpu", "1ms", "--delay", "2.5"], "warning: --delay 2.5 has no unit, so it is 2.5 seconds per call",
+     ["--cpu", "1ms", "--delay", "2"]),
+    (["--client-cpu", "34"], "warning: --client-cpu 34 has no unit", ["--client-cpu", "34us", "--think", "30"]),
+    (["--cpu", "1ms", "--cpu-share", "0.5"], "warning: --cpu-share splits the service time of --stats: without "
+                                             "--stats it is ignored", ["--cpu", "1ms"]),
+])
+def test_an_input_that_cannot_be_meant_is_warned_about(capsys: pytest.CaptureFixture[str], args: list[str],
+                                                       warning: str, meant: list[str]) -> None:
+    code, out, err = plan(capsys, *args)
+    assert code == 0 and "recommended:" in out
+    assert err.startswith(warning) and len(err.splitlines()) == 1, err
+    # What was likely meant, or a plausible number of seconds (a think time is not a demand): no warning.
+    assert plan(capsys, *meant)[::2] == (0, "")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("25", "error: Invalid value for --cpu-share: 25 is not a fraction of the service time (0 to 1): "
+           "for 25 % write 0.25 or 25%"),
+    ("250", "error: Invalid value for --cpu-share: a share of the service time is at most 1 (100%)"),
+    ("half", "error: Invalid value for --cpu-share: expected a fraction such as 0.25 or 25%"),
+])
+def test_a_cpu_share_that_cannot_be_meant_is_refused(capsys: pytest.CaptureFixture[str],
+                                                     text: str, message: str) -> None:
+    code, out, err = plan(capsys, "--cpu-share", text)
+    assert code == 2 and out == "" and err.startswith(message), err
+
+
+def test_a_cpu_share_in_percent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    op = RecorderSnapshot("work", served=1000, in_flight=32, failed=0, dropped=0, wait=Timing(0.001),
+                          service=Timing(mean=0.010))
+    path = tmp_path / "stats.json"
+    path.write_text(stats_json(ServerStats(operations=(op,), connections=32)))
+    code, out, err = plan(capsys, "--stats", str(path), "--cpu-share", "25%")
+    assert (code, err) == (0, "") and "cpu 2.5 ms, delay 7.5 ms" in out
+
+
 def test_a_file_that_is_not_statistics(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
@@ -26,6 +27,9 @@ PLOT_INSTALL = ("--plot needs matplotlib (the loadtest extra): pip install 'pyor
 MAX_CLIENTS = 100_000
 _UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µs)?\s*$")
+UNITLESS_LIMIT_S = 2.0
+"""A demand per call written without a unit and above this many seconds was most likely meant in ms or us."""
+_SHARE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*$")
 
 
 def stats_json(stats: Any) -> str:
@@ -39,6 +43,33 @@ def duration(text: str, option: str) -> float:
     if m is None:
         raise typer.BadParameter(f"expected a duration such as 0.05, 50ms or 200us, got {text!r}", param_hint=option)
     return float(m.group(1)) * _UNITS[m.group(2) or ""]
+
+
+def unit_warning(text: str, option: str) -> str | None:
+    """Why ``text``, a demand per call, is likely not what was meant: a number of seconds
+    above :data:`UNITLESS_LIMIT_S` with no unit written (``--cpu 200`` for 200 ms).  None if it is plausible."""
+    m = _DURATION.match(text)
+    if m is None or m.group(2) or float(m.group(1)) <= UNITLESS_LIMIT_S:
+        return None
+    number = m.group(1)
+    return (f"{option} {number} has no unit, so it is {number} seconds per call; write {number}ms or "
+            f"{number}us for milliseconds or microseconds, or {number}s if you mean seconds")
+
+
+def share(text: str) -> float:
+    """A fraction from ``"0.25"`` or ``"25%"``; a bare number above 1 is refused with the
+    fraction it probably meant (typer.BadParameter)."""
+    m = _SHARE.match(text)
+    if m is None:
+        raise typer.BadParameter(f"expected a fraction such as 0.25 or 25%, got {text!r}", param_hint="--cpu-share")
+    value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    if value > 1.0 and not m.group(2) and value <= 100.0:
+        raise typer.BadParameter(f"{text.strip()} is not a fraction of the service time (0 to 1): for "
+                                 f"{m.group(1)} % write {value / 100:g} or {m.group(1)}%", param_hint="--cpu-share")
+    if value > 1.0:
+        raise typer.BadParameter(f"a share of the service time is at most 1 (100%), got {text!r}",
+                                 param_hint="--cpu-share")
+    return value
 
 
 def client_counts(text: str) -> list[int]:
@@ -92,8 +123,8 @@ def plan_cmd(
     stats: Optional[Path] = typer.Option(None, "--stats", help="A server's statistics as JSON "
                                          "(pyorb.cli.plan.stats_json(server.stats())): the busiest operation's "
                                          "service time becomes --cpu and --delay.", exists=True, dir_okay=False),
-    cpu_share: float = typer.Option(1.0, "--cpu-share", min=0.0, max=1.0, help="With --stats: the fraction of "
-                                    "the service time that is CPU (the rest blocks)."),
+    cpu_share: Optional[str] = typer.Option(None, "--cpu-share", help="With --stats: the fraction of the service "
+                                            "time that is CPU (the rest blocks): 0.25 or 25% (default 1)."),
     operation: Optional[str] = typer.Option(None, "--operation", help="With --stats: the operation to plan for."),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated specs to compare, e.g. "
                                              "'reactive,thread_pool(8),amh-2' (default: the loop, pools, thread "
@@ -115,8 +146,15 @@ def plan_cmd(
     from pyorb.cli.app import out
 
     counts = client_counts(clients) if clients else None
+    fraction = 1.0 if cpu_share is None else share(cpu_share)
+    demands = {"--cpu": cpu, "--delay": delay, "--client-cpu": client_cpu, "--sink-cpu": sink_cpu}
+    warnings = [unit_warning(text, option) for option, text in demands.items()]
+    if cpu_share is not None and stats is None:
+        warnings.append("--cpu-share splits the service time of --stats: without --stats it is ignored")
+    for warning in filter(None, warnings):
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     if stats is not None:
-        base = workload_from_file(stats, counts[0] if counts else None, duration(think, "--think"), cpu_share,
+        base = workload_from_file(stats, counts[0] if counts else None, duration(think, "--think"), fraction,
                                   operation)
     else:
         base = Workload(counts[0] if counts else 64, duration(cpu, "--cpu"), duration(delay, "--delay"),
