@@ -3,7 +3,9 @@
 CI installs with pip from requirements-dev.txt; Poetry users get poetry.lock.
 The lock is the source of truth: for every Python the project supports, each
 pin must be the version the lock selects for that Python, and every tool the
-Poetry dev group and the extras name must be pinned.
+Poetry dev group and the extras name must be pinned.  The runtime
+dependencies are not: pyproject.toml's ranges give them, and installing the
+tools after the package must not move one of them.
 """
 
 from __future__ import annotations
@@ -76,6 +78,36 @@ def test_every_dev_tool_and_extra_is_pinned() -> None:
         poetry = tomllib.load(f)["tool"]["poetry"]
     wanted = set(poetry["group"]["dev"]["dependencies"])
     wanted |= {name for names in poetry["extras"].values() for name in names}
-    wanted |= {"rich", "typer"}  # the CLI's libraries, whose output the tests read
     pinned = {canonicalize_name(r.name) for r in _pins()}
     assert {canonicalize_name(n) for n in wanted} <= pinned
+
+
+def _runtime_set() -> set[str]:
+    """What ``pip install .`` installs: the required dependencies and, through the lock, theirs."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        declared = tomllib.load(f)["tool"]["poetry"]["dependencies"]
+    todo = [name for name, spec in declared.items()
+            if name != "python" and not (isinstance(spec, dict) and spec.get("optional"))]
+    requires = {canonicalize_name(p["name"]): p.get("dependencies", {}) for p in _lock()}
+    found: set[str] = set()
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in found:
+            continue
+        found.add(name)
+        for dep, spec in requires.get(name, {}).items():
+            marker = spec.get("markers") if isinstance(spec, dict) else None
+            optional = isinstance(spec, dict) and spec.get("optional", False)
+            if not optional and (marker is None or any(Marker(marker).evaluate(_env(p)) for p in PYTHONS)):
+                todo.append(dep)
+    return found
+
+
+def test_installing_the_dev_tools_never_changes_the_runtime_set() -> None:
+    """A pin on a runtime dependency moves it: ``pip install -e .`` takes the newest
+    release pyproject.toml allows, and the pin then downgrades it."""
+    runtime = _runtime_set()
+    assert {"jeteve-omniorb", "uvloop", "rich", "typer"} <= runtime, sorted(runtime)
+    pinned = sorted(str(r) for r in _pins() if canonicalize_name(r.name) in runtime)
+    assert not pinned, (f"requirements-dev.txt pins runtime dependencies {pinned}: leave them to "
+                        "pyproject.toml's ranges")
