@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
 from pyorb.testing.kit import ServerProcess
-from tests.test_locust import Run, csv_row, run_locust
+from tests.interop.servants import TypesSync
+from tests.test_docs import blocks_of
+from tests.test_locust import ROOT, Run, csv_row, run_locust
 
 Start = Callable[..., ServerProcess]
 
@@ -89,3 +91,18 @@ def test_a_bad_option_value_is_one_message(locustfile: str, option: str, value: 
     assert run.returncode != 0
     assert f"argument {option}: must be a number of at least 0" in run.stderr, run.stderr[-2000:]
     assert "Traceback" not in run.own_stderr, run.stderr[-2000:]
+
+
+def test_the_locustfile_of_the_docs_calls_with_the_idl_struct_classes(pyorb_server: Callable[..., Any],
+                                                                       tmp_path: Path) -> None:
+    """docs/locust.md's locustfile, as written, takes a struct and an enum from load_idl."""
+    (block,) = [b for b in blocks_of(ROOT / "docs" / "locust.md") if "load_idl" in b.text]
+    locustfile = tmp_path / "points.py"
+    locustfile.write_text(block.text, encoding="utf-8")
+    (tmp_path / "idl").symlink_to(ROOT / "idl")  # Locust runs in tmp_path; the locustfile names idl/
+    server = pyorb_server(TypesSync())
+    run = run_locust(str(locustfile), server.ior, tmp_path, "-u", "2", "-r", "2", "--run-time", "2s")
+    assert run.returncode == 0, run.stderr[-3000:]
+    for name in ("echo_point", "echo_color"):
+        row = csv_row(run, name)
+        assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0, (row, run.failures)
