@@ -416,9 +416,19 @@ def test_blocks_are_found() -> None:
     assert len(RUNNABLE) >= 20
     assert {block.doc.name for block in RUNNABLE} >= {"README.md", "cli.md", "getting-started.md"}
     sample = blocks_of(ROOT / "README.md")
-    assert [b.language for b in sample][:3] == ["sh", "sh", "python"]
-    assert "asyncio.run(main())" in sample[2].text
+    assert [b.language for b in sample][:4] == ["sh", "sh", "sh", "python"]
+    assert "asyncio.run(main())" in sample[3].text
     assert len(LINK.findall("".join(block_free_lines(ROOT / "docs" / "index.md")))) >= 12
+
+
+def test_the_readme_says_how_long_the_tests_take_and_gives_a_quick_subset() -> None:
+    """A contributor knows what the full command costs and what to run before a commit."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"The whole suite\s+takes about \w+ minutes on a 2-core machine", text)
+    (quick,) = [b for b in blocks_of(ROOT / "README.md") if "tests/test_architecture.py" in b.text]
+    paths = re.findall(r"tests/\S+\.py", quick.text)
+    assert len(paths) >= 5 and all((ROOT / path).is_file() for path in paths), paths
+    assert "python -m mypy pyorb" in quick.text
 
 
 def test_transcript_pairs_commands_with_their_output() -> None:
