@@ -53,6 +53,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -331,25 +332,33 @@ def check_command(shell: Shell, block: Block, command: str, shown: list[str]) ->
         assert line in printed, f"{where} printed, instead of {line!r}:\n{out}"
 
 
-def check_interrupted(cwd: Path, block: Block, command: str) -> None:
-    """A server shown stopped with ^C: start it, wait for its first output, interrupt it."""
-    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+@contextmanager
+def serving(argv: list[str], cwd: Path, what: str, timeout: float) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A server started in its own session, with its first line of output once it printed one;
+    killed (its whole session) on leaving if it still runs."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         assert proc.stdout is not None
         first: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: first.put(proc.stdout.readline() if proc.stdout else ""),
                          daemon=True).start()
-        line = first.get(timeout=COMMAND_TIMEOUT)
-        assert line and proc.poll() is None, f"{block.name}: $ {command} did not start serving: {line!r}"
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=15)
+        line = first.get(timeout=timeout)
+        assert line and proc.poll() is None, f"{what} did not start serving: {line!r}"
+        yield proc, line
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def check_interrupted(cwd: Path, block: Block, command: str) -> None:
+    """A server shown stopped with ^C: start it, wait for its first output, interrupt it."""
+    with serving(["bash", "-c", f"exec {command}"], cwd, f"{block.name}: $ {command}", COMMAND_TIMEOUT) as (proc, _):
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=15)
 
 
 def run_python(block: Block, where: Path) -> None:
@@ -373,25 +382,11 @@ def run_server(block: Block, checkout: Path) -> None:
     """A server program: it must print a line, serve, and exit 0 on SIGTERM."""
     script = checkout / "doc_server.py"
     script.write_text(block.text, encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, script.name], cwd=checkout, env=child_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None
-        first: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: first.put(proc.stdout.readline() if proc.stdout else ""),
-                         daemon=True).start()
-        line = first.get(timeout=PYTHON_TIMEOUT)
-        assert line and proc.poll() is None, f"{block.name} did not start serving: {line!r}"
+    with serving([sys.executable, script.name], checkout, block.name, PYTHON_TIMEOUT) as (proc, line):
         time.sleep(SERVER_SETTLE)  # from its announcement to its serving loop
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=SERVER_STOP_TIMEOUT)
         assert proc.returncode == 0, f"{block.name} exited {proc.returncode} on SIGTERM:\n{line}{rest}"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.name for block in RUNNABLE])

@@ -56,12 +56,17 @@ def test_a_range_of_clients_and_chosen_strategies(capsys: pytest.CaptureFixture[
     assert row(out, "16")[1:4] == ["amh-2", "0", "1,932"]
 
 
-def test_statistics_from_a_server(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def stats_file(tmp_path: Path) -> Path:
+    """A server's statistics: 1000 calls of 10 ms, 32 in flight."""
     op = RecorderSnapshot("work", served=1000, in_flight=32, failed=0, dropped=0, wait=Timing(0.001),
                           service=Timing(mean=0.010))
     path = tmp_path / "stats.json"
     path.write_text(stats_json(ServerStats(operations=(op,), connections=32)))
-    code, out, _ = plan(capsys, "--stats", str(path), "--cpu-share", "0.1")
+    return path
+
+
+def test_statistics_from_a_server(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = plan(capsys, "--stats", str(stats_file(tmp_path)), "--cpu-share", "0.1")
     assert code == 0
     assert "cpu 1 ms, delay 9 ms" in out and "32 clients" in out
     assert "recommended: thread_pool(" in out
@@ -110,11 +115,7 @@ def test_a_cpu_share_that_cannot_be_meant_is_refused(capsys: pytest.CaptureFixtu
 
 
 def test_a_cpu_share_in_percent(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    op = RecorderSnapshot("work", served=1000, in_flight=32, failed=0, dropped=0, wait=Timing(0.001),
-                          service=Timing(mean=0.010))
-    path = tmp_path / "stats.json"
-    path.write_text(stats_json(ServerStats(operations=(op,), connections=32)))
-    code, out, err = plan(capsys, "--stats", str(path), "--cpu-share", "25%")
+    code, out, err = plan(capsys, "--stats", str(stats_file(tmp_path)), "--cpu-share", "25%")
     assert (code, err) == (0, "") and "cpu 2.5 ms, delay 7.5 ms" in out
 
 
