@@ -58,11 +58,11 @@ class Config:
     idle_timeout: float | None = 180.0
     """Seconds a server connection with nothing in flight may stay silent before CloseConnection (None: never)."""
     max_nesting_depth: int = 64
-    """Received any values nested in any values, and TypeCodes in TypeCodes, beyond which the body gets MARSHAL."""
+    """Received any values nested in any values (and values of a received recursive TypeCode in themselves), and TypeCodes in TypeCodes, beyond which the body gets MARSHAL."""
     max_typecode_size: int = 64 * 1024
     """Octets of one received TypeCode beyond which the body gets MARSHAL."""
     max_empty_elements: int = 65536
-    """Elements of one received sequence of a type that takes no octets (sequence<null> in an any) beyond which the body gets MARSHAL."""
+    """Elements of types that take no octets (sequence<null> or array<null, N> in an any) in one received body, all sequences and arrays together, beyond which the body gets MARSHAL."""
     direct_replies: bool = True
     """A dispatcher thread writes its reply to a plain TCP socket itself when the connection's output is idle and no batch of replies is on its way to the loop (False: every reply goes through the event loop)."""
     queue_target: float | None = None

@@ -234,8 +234,9 @@ class BodyCodec:
 
         ``fragment_starts`` (GIOP 1.1 only) are the offsets where Fragment
         payloads began: omniORB aligns each relative to its own fragment.
-        Bodies that can hold an any or a TypeCode are first checked against
-        ``bounds``; one that passes them raises MARSHAL before omniORB's
+        Every body that can hold an any or a TypeCode is checked against
+        ``bounds`` whichever the char code set, GIOP version, fragmentation
+        or byte order; one past them raises MARSHAL before omniORB's
         unmarshaler sees it.  Strings are read in the connection's
         ``char_set``, wide text in the GIOP 1.1 form if ``wide11``.
         """
@@ -253,25 +254,7 @@ class BodyCodec:
             units = self._giop11.unpack(body, align, little_endian, fragment_starts, bounds, char_set)
             return tuple(wide.from_giop11(d, v) for d, v in zip(self._descs, units))
         pad = align % 8
-        if fragment_starts:
-            try:
-                # Wide characters stay in the GIOP 1.2 form: omniORB sends that
-                # form in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
-                body = layout.realign_fragments(self._descs, body, little_endian, pad, fragment_starts,
-                                                 giop_minor=2, bounds=bounds)
-            except ValueError as exc:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
-        if char_set != CS_UTF8 and self._strings:
-            try:
-                recode = _recoder(char_set, outgoing=False)
-                body = layout.transcode_strings(self._descs, body, little_endian, pad, recode)
-            except ValueError as exc:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
-        elif self._bounded:
-            try:
-                layout.zero_padding(self._descs, bytearray(body), little_endian, pad, giop_minor=2, bounds=bounds)
-            except ValueError as exc:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+        body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (cdr_unmarshal(self._read_descs[0], body, little_endian),)
@@ -287,6 +270,28 @@ class BodyCodec:
         except Exception as exc:
             raise _undecodable(exc) from exc
         return values
+
+    def _received(
+        self, body: bytes, pad: int, little_endian: bool, fragment_starts: tuple[int, ...], bounds: layout.Bounds,
+        char_set: int,
+    ) -> bytes:
+        """``body`` as omniORB's unmarshaler may read it: the one place that decides
+        the walk of a received body, and every walk it picks checks ``bounds``.
+
+        Only bodies that can hold an any or a TypeCode, that came in fragments
+        or whose strings are in another char code set are walked; for the rest
+        the octets bound everything and omniORB reads them as they are.
+        """
+        text = _recoder(char_set, outgoing=False) if char_set != CS_UTF8 and self._strings else None
+        if not (self._bounded or fragment_starts or text):
+            return body
+        try:
+            # Wide characters stay in the GIOP 1.2 form: omniORB sends that form
+            # in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
+            return layout.received(self._descs, body, little_endian, pad, bounds, fragment_starts=fragment_starts,
+                                   text=text, giop_minor=2)
+        except ValueError as exc:
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
 
 
 def _undecodable(exc: Exception) -> CORBA.SystemException:

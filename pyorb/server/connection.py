@@ -334,7 +334,8 @@ class ServerConnection(GIOPProtocol):
         sink = ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self)
         if builtin is IS_A:
             try:
-                (repo_id,) = builtin.args.unpack(req.body, req.body_offset, req.little_endian)
+                (repo_id,) = builtin.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
+                                                 self.value_bounds, self.core.char_set)
             except CORBA.SystemException:
                 sink.exception(CORBA.MARSHAL(0, CORBA.COMPLETED_NO))
                 return

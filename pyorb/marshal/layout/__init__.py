@@ -13,6 +13,8 @@ its omniidl type descriptors:
 * :func:`realign_fragments` rewrites a GIOP 1.1 fragment train as one
   normally aligned stream that ``_omnipy.cdrUnmarshal`` can read.
 * :func:`transcode_strings` re-encodes every ``string`` in a body.
+* :func:`received` is the one walk of a received body: whichever of these
+  it needs, always with the :class:`Bounds`.
 
 The parts: :mod:`.kinds` (kind numbers, limits, errors), :mod:`.cursors`
 (the walking state), :mod:`.nodes` (compiled types), :mod:`.typecodes`
@@ -41,7 +43,7 @@ from pyorb.marshal.layout.typecodes import _Any, _TypeCodeValue
 
 __all__ = [
     "Bounds", "CDRLayoutError", "DEFAULT_BOUNDS", "Descriptor", "UnsupportedTypeError", "has_strings",
-    "needs_bounds", "realign_fragments", "transcode_strings", "zero_padding", "TC_INDIRECTION", "TV_ABSTRACT",
+    "needs_bounds", "realign_fragments", "received", "transcode_strings", "zero_padding", "TC_INDIRECTION", "TV_ABSTRACT",
     "TV_ALIAS", "TV_ANY", "TV_ARRAY", "TV_BOOLEAN", "TV_CHAR", "TV_COMPONENT", "TV_DOUBLE", "TV_ENUM",
     "TV_EVENT", "TV_EXCEPT", "TV_FIXED", "TV_FLOAT", "TV_HOME", "TV_INDIRECT", "TV_LOCAL", "TV_LONG",
     "TV_LONGDOUBLE", "TV_LONGLONG", "TV_NATIVE", "TV_NULL", "TV_OBJREF", "TV_OCTET", "TV_PRINCIPAL",
@@ -163,34 +165,60 @@ def realign_fragments(
     ``giop_minor`` selects the wchar/wstring form (default GIOP 1.1), which
     is copied unchanged.
 
-    Raises CDRLayoutError (a ValueError) for malformed data.
+    Raises CDRLayoutError (a ValueError) for malformed data or data past one of ``bounds``.
     """
-    segs = _segments(len(data), base, fragment_starts, fragment_origin)
-    node = _top(descs, giop_minor)
-    try:
-        mover = _Mover(bytes(data), segs, base, little_endian, giop_minor)
-        node.move(mover)
-        out = mover.finish()
-    except (RecursionError, IndexError, struct.error, OverflowError) as exc:
-        raise CDRLayoutError(f"malformed CDR data: {exc}") from None
+    out = bytearray(_move(descs, data, little_endian, base, fragment_starts, fragment_origin, giop_minor, bounds, None))
+    # Blocks copied whole keep the sender's padding octets: zeroed here (a received body needs no scrub, see received).
     zero_padding(descs, out, little_endian, base, giop_minor=giop_minor, bounds=bounds)
     return bytes(out)
 
 
 def transcode_strings(
     descs: Sequence[Descriptor], data: bytes, little_endian: bool, base: int, text: Callable[[bytes], bytes],
-    *, giop_minor: int = 2,
+    *, giop_minor: int = 2, bounds: Bounds = DEFAULT_BOUNDS,
 ) -> bytes:
     """Values of types ``descs`` with the octets of every ``string`` in them
     (any values included) replaced by ``text(octets)``: a change of char code
     set.  Lengths and the alignment of everything after a string follow;
     padding comes out zeroed.  ``text`` may raise (a character the target
-    code set lacks); CDRLayoutError (a ValueError) for malformed data,
-    UnsupportedTypeError for value types.
+    code set lacks); CDRLayoutError (a ValueError) for malformed data or data
+    past one of ``bounds``, UnsupportedTypeError for value types.
     """
+    return _move(descs, data, little_endian, base, (), 0, giop_minor, bounds, text)
+
+
+def received(
+    descs: Sequence[Descriptor], data: bytes, little_endian: bool, base: int, bounds: Bounds, *,
+    fragment_starts: Sequence[int] = (), text: Callable[[bytes], bytes] | None = None, giop_minor: int = 2,
+) -> bytes:
+    """A received body of types ``descs`` (at stream position ``base``) as
+    ``_omnipy.cdrUnmarshal`` may read it, checked against every one of ``bounds``.
+
+    The one walk for every received body that needs one: a GIOP 1.1
+    fragment train (``fragment_starts``, as :func:`realign_fragments`) or
+    strings in another char code set (``text``, as :func:`transcode_strings`)
+    are copied, realigned and re-encoded, in one pass; otherwise the body is
+    only checked and comes back as it is.  Either way the same bounds hold:
+    nesting, TypeCode size and elements of zero-size types, whichever walk.
+
+    Raises CDRLayoutError (a ValueError) for malformed data or data past a
+    bound, UnsupportedTypeError for value types.
+    """
+    if fragment_starts or text is not None:
+        return _move(descs, data, little_endian, base, fragment_starts, 12, giop_minor, bounds, text)
+    zero_padding(descs, bytearray(data), little_endian, base, giop_minor=giop_minor, bounds=bounds)
+    return data
+
+
+def _move(
+    descs: Sequence[Descriptor], data: bytes, little_endian: bool, base: int, fragment_starts: Sequence[int],
+    fragment_origin: int, giop_minor: int, bounds: Bounds, text: Callable[[bytes], bytes] | None,
+) -> bytes:
+    """The copying walk: ``data`` realigned across fragments and re-encoded by ``text``, within ``bounds``."""
+    segs = _segments(len(data), base, fragment_starts, fragment_origin)
     node = _top(descs, giop_minor)
     try:
-        mover = _Mover(bytes(data), _segments(len(data), base, (), 0), base, little_endian, giop_minor, text)
+        mover = _Mover(bytes(data), segs, base, little_endian, giop_minor, bounds, text)
         node.move(mover)
         return bytes(mover.finish())
     except (RecursionError, IndexError, struct.error, OverflowError) as exc:

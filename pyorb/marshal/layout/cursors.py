@@ -11,14 +11,46 @@ if TYPE_CHECKING:
     from pyorb.marshal.layout.typecodes import _TCMap
 
 
-class _Frame:
+class _Bounded:
+    """What one walk of received data has used of its :class:`Bounds`.
+
+    Both walks (in place, and copying) keep their count here and check it
+    with these methods, so a body meets the same limits whichever walk it takes.
+    """
+
+    __slots__ = ("bounds", "nest", "empty")
+
+    def __init__(self, bounds: Bounds) -> None:
+        self.bounds = bounds
+        self.nest = 0  # any values (and steps into a recursive type) open around the value being walked
+        self.empty = 0  # elements of zero-size types walked so far
+
+    def enter(self, what: str) -> None:
+        """One more level of ``what`` open (close it with ``self.nest -= 1``)."""
+        if self.nest >= self.bounds.max_nesting_depth:
+            raise CDRLayoutError(f"{what} nested more than {self.bounds.max_nesting_depth} deep")
+        self.nest += 1
+
+    def take_empty(self, n: int) -> None:
+        """``n`` elements that take no octets on the wire, but one object each once unmarshaled."""
+        self.empty += n
+        if self.empty > self.bounds.max_empty_elements:
+            raise CDRLayoutError(f"{self.empty} elements of types that take no octets "
+                                 f"(the limit is {self.bounds.max_empty_elements} in one body)")
+
+    def typecode_size(self, length: int) -> None:
+        if length > self.bounds.max_typecode_size:
+            raise CDRLayoutError(f"a TypeCode of {length} octets (the limit is {self.bounds.max_typecode_size})")
+
+
+class _Frame(_Bounded):
     """Contiguous CDR being scrubbed in place: ``data[:end]``, phase of index i is ``(i + sh) & 7``.
 
     An encapsulation gets its own frame (own origin and byte order) over the
     same buffer, so TypeCode positions stay comparable across frames.
     """
 
-    __slots__ = ("data", "end", "sh", "le", "ul", "uh", "minor", "tcs", "depth", "budget", "bounds", "nest")
+    __slots__ = ("data", "end", "sh", "le", "ul", "uh", "minor", "tcs", "depth", "budget")
 
     def __init__(
         self, data: bytearray, end: int, sh: int, le: bool, minor: int, tcs: _TCMap, depth: int, budget: int,
@@ -28,8 +60,7 @@ class _Frame:
         self.ul, self.uh = _U32[le], _U16[le]
         self.tcs, self.depth = tcs, depth
         self.budget = budget  # octets in the whole input: no array read from a TypeCode is larger
-        self.bounds = bounds
-        self.nest = 0  # any values open around the one being walked
+        _Bounded.__init__(self, bounds)
 
     def ulong(self, i: int) -> tuple[int, int]:
         """Read an aligned ulong at or after ``i``, zeroing the padding before it."""
@@ -50,7 +81,7 @@ class _Frame:
         return j, j + size
 
 
-class _Mover:
+class _Mover(_Bounded):
     """Copies a GIOP 1.1 fragment train into a normally aligned buffer.
 
     The source is cut into segments (message body, then each fragment
@@ -61,9 +92,10 @@ class _Mover:
     __slots__ = ("src", "segs", "k", "p", "fe", "ssh", "out", "dsh", "le", "ul", "minor", "tcs", "tc_src", "text")
 
     def __init__(
-        self, src: bytes, segs: list[tuple[int, int, int]], base: int, le: bool, minor: int,
+        self, src: bytes, segs: list[tuple[int, int, int]], base: int, le: bool, minor: int, bounds: Bounds,
         text: Callable[[bytes], bytes] | None = None,
     ) -> None:
+        _Bounded.__init__(self, bounds)
         self.src, self.segs, self.k = src, segs, 0
         self.p, self.fe, self.ssh = segs[0]
         self.out, self.dsh, self.le, self.minor = bytearray(), base, le, minor

@@ -77,11 +77,13 @@ class Bounds(NamedTuple):
     """
 
     max_nesting_depth: int = 64
-    """any values inside any values, and TypeCodes inside TypeCodes."""
+    """any values inside any values (and values of a received recursive TypeCode inside
+    themselves), and TypeCodes inside TypeCodes."""
     max_typecode_size: int = 64 * 1024
     """Octets of one TypeCode's encapsulation."""
     max_empty_elements: int = 65536
-    """Elements of one sequence or array whose elements take no octets."""
+    """Elements of types that take no octets, all sequences and arrays of one body together
+    (nested ones multiply: each is counted)."""
 
 
 DEFAULT_BOUNDS = Bounds()

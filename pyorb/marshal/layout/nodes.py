@@ -12,7 +12,7 @@ import struct
 from typing import Sequence
 
 from pyorb.marshal.layout.kinds import CDRLayoutError, Layout, Ops, Repeat, TV_WCHAR, UnsupportedTypeError, _truncated
-from pyorb.marshal.layout.cursors import _Frame, _Mover
+from pyorb.marshal.layout.cursors import _Bounded, _Frame, _Mover
 
 
 class _Node:
@@ -182,9 +182,6 @@ def _zero_run(elem: _Fixed, f: _Frame, i: int, n: int) -> int:
     m = n - 1
     if m:
         stride, offsets = elem.repeat((i + f.sh) & 7)
-        if not stride and n > f.bounds.max_empty_elements:
-            raise CDRLayoutError(f"{n} elements of a type that takes no octets "
-                                 f"(the limit is {f.bounds.max_empty_elements})")
         end = i + m * stride
         if end > f.end:
             raise _truncated("a sequence or array")
@@ -281,18 +278,33 @@ class _Counted(_Node):
             struct.pack_into("<I" if m.le else ">I", m.out, start - 4, len(text) + 1)
 
 
-class _Seq(_Node):
-    """A sequence (ulong count, then the elements), or an array (``length`` elements) of variable size."""
+def _takes_nothing(node: _Node) -> bool:
+    """Whether values of ``node`` take no octets on the wire (null, void, arrays and structs of them)."""
+    if isinstance(node, _Fixed):
+        return not node.lay[0][0]  # any primitive that takes octets takes them at phase 0 too
+    if isinstance(node, _Seq):
+        return node.length is not None and node.empty
+    if isinstance(node, _Struct):
+        return all(_takes_nothing(part) for part in node.parts)
+    return False
 
-    __slots__ = ("elem", "bound", "length")
+
+class _Seq(_Node):
+    """A sequence (ulong count, then the elements), or an array (``length`` elements) of variable
+    size or of elements that take no octets."""
+
+    __slots__ = ("elem", "bound", "length", "empty")
 
     def __init__(self, elem: _Node, bound: int, length: int | None = None) -> None:
         self.elem, self.bound, self.length = elem, bound, length
+        self.empty = _takes_nothing(elem)
 
-    def count(self, n: int, left: int) -> int:
+    def count(self, n: int, left: int, walk: _Bounded) -> int:
         if self.bound and n > self.bound:
             raise CDRLayoutError(f"sequence length {n} exceeds its bound {self.bound}")
-        if n > left and not isinstance(self.elem, _Fixed):  # a variable-size element takes at least one octet
+        if self.empty:  # free on the wire, one object each once unmarshaled: only the bound stops them
+            walk.take_empty(n)
+        elif n > left and not isinstance(self.elem, _Fixed):  # a variable-size element takes at least one octet
             raise _truncated("a sequence or array")
         return n
 
@@ -300,14 +312,14 @@ class _Seq(_Node):
         n = self.length
         if n is None:
             n, i = f.ulong(i)
-        n = self.count(n, f.end - i)
+        n = self.count(n, f.end - i, f)
         if isinstance(self.elem, _Fixed):
             return _zero_run(self.elem, f, i, n)
         return self.elem.zero_many(f, i, n)
 
     def move(self, m: _Mover) -> None:
         n = m.ulong() if self.length is None else self.length
-        _move_run(self.elem, m, self.count(n, m.left()))
+        _move_run(self.elem, m, self.count(n, m.left(), m))
 
 
 class _Struct(_Node):
@@ -387,11 +399,21 @@ class _Ref(_Node):
             raise CDRLayoutError("TypeCode indirection to a TypeCode still being read")
         return self.target
 
+    # A type read from the wire may refer to itself: each step into it is one
+    # level of nesting, as an any inside an any is.
     def zero(self, f: _Frame, i: int) -> int:
-        return self.get().zero(f, i)
+        f.enter("values of a recursive TypeCode")
+        try:
+            return self.get().zero(f, i)
+        finally:
+            f.nest -= 1
 
     def move(self, m: _Mover) -> None:
-        self.get().move(m)
+        m.enter("values of a recursive TypeCode")
+        try:
+            self.get().move(m)
+        finally:
+            m.nest -= 1
 
 
 class _Unsupported(_Node):
@@ -458,7 +480,9 @@ def _sequence(elem: _Node, bound: int) -> _Node:
 
 
 def _array(elem: _Node, n: int) -> _Node:
-    return _Array(elem, n) if isinstance(elem, _Fixed) else _Seq(elem, 0, n)
+    # An array of elements that take no octets is walked as a sequence, so its length meets the bound.
+    return _Array(elem, n) if isinstance(elem, _Fixed) and elem.lay[0][0] else _Seq(elem, 0, n)
+
 
 
 def _wide(kind: int, minor: int) -> _Node:

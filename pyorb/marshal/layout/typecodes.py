@@ -24,17 +24,19 @@ class _Any(_Node):
     __slots__ = ()
 
     def zero(self, f: _Frame, i: int) -> int:
-        if f.nest >= f.bounds.max_nesting_depth:
-            raise CDRLayoutError(f"any values nested more than {f.bounds.max_nesting_depth} deep")
-        node, _, i = _zero_typecode(f, i)
-        f.nest += 1
+        f.enter("any values")
         try:
+            node, _, i = _zero_typecode(f, i)
             return node.zero(f, i)
         finally:
             f.nest -= 1
 
     def move(self, m: _Mover) -> None:
-        _move_typecode(m)[0].move(m)
+        m.enter("any values")
+        try:
+            _move_typecode(m)[0].move(m)
+        finally:
+            m.nest -= 1
 
 
 class _TypeCodeValue(_Node):
@@ -89,8 +91,7 @@ def _zero_typecode(f: _Frame, i: int) -> tuple[_Node, int, int]:
     length, i = f.ulong(i)
     if i + length > f.end:
         raise _truncated("a TypeCode encapsulation")
-    if length > f.bounds.max_typecode_size:
-        raise CDRLayoutError(f"a TypeCode of {length} octets (the limit is {f.bounds.max_typecode_size})")
+    f.typecode_size(length)
     node, kind = _parse_encapsulation(f, kind, i - 8, i, i + length)
     return node, kind, i + length
 
@@ -253,9 +254,10 @@ def _move_typecode(m: _Mover) -> TCInfo:
     length = m.ulong()
     if length > m.left():
         raise _truncated("a TypeCode encapsulation")
+    m.typecode_size(length)
     start = len(m.out)
     m.run(length)
-    outer = _Frame(m.out, start + length, m.dsh, m.le, m.minor, m.tcs, 0, len(m.src))
+    outer = _Frame(m.out, start + length, m.dsh, m.le, m.minor, m.tcs, 0, len(m.src), m.bounds)
     return _parse_encapsulation(outer, kind, dst_start, start, start + length)
 
 
