@@ -167,3 +167,43 @@ def test_operations_of_an_interface_with_a_type_declared_inside(tmp_path: object
     assert callable(proxy_class(iface).get)
     hardening = pyorb.load_idl("idl/hardening.idl").Hardening
     assert {"make_point", "give_point"} <= set(body.operation_descriptors(hardening.Target))  # value types: 5 items
+
+
+@pytest.mark.parametrize("le", [True, False])
+def test_a_user_exception_in_giop_1_1_fragments_is_realigned(le: bool) -> None:
+    # omniORB restarts alignment in each GIOP 1.1 Fragment: the double after the cut
+    # has 4 more padding octets there than in one unbroken stream.
+    import struct
+
+    from pyorb.client.calls import reply_result
+    from pyorb.giop import codec
+    from pyorb.giop.cdr import CDRWriter
+    from pyorb.giop.connection import GIOPConnection, Role
+    from pyorb.giop.messages import GIOP_1_1, Reply, ReplyStatus, Request, ServiceContext
+
+    hardening = pyorb.load_idl("idl/hardening.idl").Hardening
+    refuse = marshal.Operation("refuse", hardening.Target._d_refuse)
+    # One context of one octet puts the body where the double after the any's TypeCode is 8-aligned.
+    reply = Reply(7, ReplyStatus.USER_EXCEPTION, b"", (ServiceContext(99, b"x"),), GIOP_1_1, le)
+    base = codec.body_offset(reply)
+    w = CDRWriter(le, base)
+    w.string(hardening.Refused._NP_RepositoryId)
+    w.ulong(7)  # tk_double
+    w.align(8)
+    cut = base + len(w.buf)
+    assert cut % 8 == 0
+    whole = codec.encode(Reply(7, ReplyStatus.USER_EXCEPTION, w.getvalue(), reply.service_contexts, GIOP_1_1, le))
+    order = "little" if le else "big"
+    first = bytearray(whole)
+    first[6] |= 2  # more fragments follow
+    first[8:12] = (len(whole) - 12).to_bytes(4, order)
+    payload = bytes(4) + struct.pack("<d" if le else ">d", 1.5)  # at Fragment offset 12: 4 octets to the double
+    fragment = b"GIOP\x01\x01" + bytes((int(le), 7)) + len(payload).to_bytes(4, order) + payload
+    conn = GIOPConnection(Role.CLIENT)
+    conn.send(Request(7, 3, b"Target", "refuse", version=GIOP_1_1, little_endian=le))
+    conn.receive_data(bytes(first) + fragment)
+    got = conn.next_event()
+    assert isinstance(got, Reply) and got.fragment_starts
+    with pytest.raises(hardening.Refused) as info:
+        reply_result(refuse, got, lambda ref, _interface=None: ref)
+    assert info.value.why.value() == 1.5

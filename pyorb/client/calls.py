@@ -202,7 +202,7 @@ def reply_result(
                                   char_set, wide11, convert)
         if status is ReplyStatus.USER_EXCEPTION:
             error: Exception = op.unpack_user_exception(reply.body, reply.body_offset, reply.little_endian, bounds,
-                                                        char_set, wide11)
+                                                        char_set, wide11, reply.fragment_starts)
             error = op.convert_exception(error, convert)
         elif status is ReplyStatus.SYSTEM_EXCEPTION:
             error = marshal.unpack_system_exception(reply.body, reply.body_offset, reply.little_endian)

@@ -386,8 +386,11 @@ class Operation:
 
     def unpack_user_exception(
         self, body: bytes, align: int, le: bool, bounds: layout.Bounds = layout.DEFAULT_BOUNDS,
-        char_set: int = CS_UTF8, wide11: bool = False,
+        char_set: int = CS_UTF8, wide11: bool = False, fragment_starts: tuple[int, ...] = (),
     ) -> Exception:
+        """The user exception a USER_EXCEPTION reply's body carries (see
+        :meth:`BodyCodec.unpack` for the arguments); MARSHAL if the body does not
+        start with a repository id, UNKNOWN if this operation does not raise it."""
         try:
             repo_id = CDRReader(body, le, base=align).string()
         except ProtocolError:
@@ -397,7 +400,7 @@ class Operation:
         if codec is None:
             return cast(Exception, CORBA.UNKNOWN(omniORB.UNKNOWN_UserException, CORBA.COMPLETED_YES,
                                                  f"{self.name} raised {repo_id}, which its IDL here does not declare"))
-        (exc,) = codec.unpack(body, align, le, bounds=bounds, char_set=char_set, wide11=wide11)
+        (exc,) = codec.unpack(body, align, le, fragment_starts, bounds, char_set, wide11)
         return cast(Exception, exc)
 
     def convert_exception(self, exc: Exception, convert: ObjrefConverter) -> Exception:

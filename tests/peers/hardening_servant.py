@@ -28,3 +28,6 @@ class Target(Hardening__POA.Target):  # type: ignore[misc]
     def nap(self, ms: int) -> int:
         time.sleep(ms / 1000)
         return ms
+
+    def refuse(self, why: Any) -> None:
+        raise Hardening.Refused(why)
