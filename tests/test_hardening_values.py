@@ -1,9 +1,12 @@
-"""Hostile values that are well-formed GIOP (issue #12 items 1, 2, 9).
+"""Hostile values that are well-formed GIOP.
 
 Each attack goes to a real ``pyorb serve`` process on its own connection; the
 server must answer MARSHAL (before omniORB's unmarshaler sees the body) and
-keep serving a well-behaved client on another connection.  Before the fix the
-first two crashed the server with SIGSEGV and the third cost it 1 GiB.
+keep serving a well-behaved client on another connection.  Unchecked, the
+deep ones crash the server with SIGSEGV and the zero-size elements cost it
+1 GiB.  The same bodies are checked in-process over every way a body can
+arrive: char code set named or not, GIOP version, fragments, byte order,
+request, reply or user exception.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import time
+import tracemalloc
 from pathlib import Path
 from typing import Iterator
 
@@ -20,8 +25,12 @@ from omniORB import CORBA
 import pyorb
 from pyorb import marshal
 from pyorb.marshal import layout
+from pyorb.client.calls import reply_result
+from pyorb.marshal.body import operation_descriptors
 from pyorb.giop import codec
-from pyorb.giop.messages import Request
+from pyorb.giop.connection import GIOPConnection, Role
+from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8
+from pyorb.giop.messages import GIOP_1_0, GIOP_1_1, GIOP_1_2, Reply, Request, Version
 from pyorb.testing.kit import ServerProcess
 
 from loadtests import hostile_values as hostile
@@ -111,3 +120,89 @@ def test_a_value_type_is_refused_not_sent_unscrubbed(server: ServerProcess) -> N
             target.give_point(Hardening.Point(1, 2))  # the client refuses to send the request
     assert server.proc.poll() is None
     well_behaved(server)
+
+
+# -- every way a hostile body can arrive, in-process -----------------------------------
+
+TIGHT = pyorb.Config(max_nesting_depth=16).value_bounds()  # the configured bounds must be the ones applied
+CHAR_SETS = {"UTF-8": CS_UTF8, "ISO-8859-1": CS_ISO8859_1, "no CodeSets context": None}
+ROUTES = [(GIOP_1_0, False), (GIOP_1_1, False), (GIOP_1_1, True), (GIOP_1_2, False), (GIOP_1_2, True)]
+HOSTILE: dict[str, hostile.Attack] = {
+    "sequence<null> of 2^27": hostile.ATTACKS["sequence<null> of 2^27"],
+    "array<null, 2^27>": hostile.ATTACKS["array<null, 2^27>"],
+    "any in any, one past the bound": lambda le=True, base=0: hostile.nested_anys(17, le, base),
+    "any in any, 5,000 deep": lambda le=True, base=0: hostile.nested_anys(5_000, le, base),
+    "sequence TypeCodes, one past the bound": lambda le=True, base=0: hostile.nested_sequence_typecodes(17, le, base),
+    "a TypeCode of 128 KiB": hostile.ATTACKS["a TypeCode of 128 KiB"],
+}
+OPS = {name: marshal.Operation(name, desc) for name, desc in operation_descriptors(Hardening.Target).items()}
+REFUSED_ID = Hardening.Refused._NP_RepositoryId
+
+
+def _received(data: bytes, role: Role, sent: Request | None = None) -> tuple[GIOPConnection, Request | Reply]:
+    """The message ``data`` as a real connection of ``role`` reads it (after sending ``sent``)."""
+    conn = GIOPConnection(role)
+    if sent is not None:
+        conn.send(sent)  # a client's first request: its CodeSets context, if any, fixes the char set
+    conn.receive_data(data)
+    msg = conn.next_event()
+    assert isinstance(msg, (Request, Reply)), msg
+    if msg.version == GIOP_1_1:  # GIOP 1.1 fragments reach the unmarshaler with their own alignment
+        assert bool(msg.fragment_starts) == (data.count(b"GIOP") > 1)
+    return conn, msg
+
+
+def _decode(direction: str, value: hostile.Attack, version: Version, le: bool, fragmented: bool,
+            char_set: int | None) -> None:
+    """Read one hostile body as pyorb's server (a request) or client (a reply) reads it."""
+    if direction == "request":
+        conn, req = _received(hostile.request(value, version, le, fragmented, char_set), Role.SERVER)
+        assert isinstance(req, Request) and req.operation == "take"
+        assert conn.char_set == (CS_ISO8859_1 if char_set is None else char_set)  # GIOP's default when none is named
+        OPS["take"].args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts, TIGHT,
+                                conn.char_set, version == GIOP_1_1 and bool(conn.wide_giop11))
+        return
+    op = OPS["take" if direction == "reply" else "refuse"]
+    first = Request(request_id=1, response_flags=3, object_key=b"Target", operation=op.name,
+                    service_contexts=hostile.code_sets(char_set), version=version, little_endian=le)
+    exception_id = None if direction == "reply" else REFUSED_ID
+    conn, reply = _received(hostile.reply(value, version, le, fragmented, exception_id), Role.CLIENT, first)
+    assert isinstance(reply, Reply)
+    reply_result(op, reply, lambda ref, _interface=None: ref, TIGHT, conn.char_set, conn.wide_giop11)
+
+
+@pytest.mark.parametrize("direction", ["request", "reply", "user exception"])
+@pytest.mark.parametrize("char_set", list(CHAR_SETS))
+@pytest.mark.parametrize("version,fragmented", ROUTES, ids=[f"{v[0]}.{v[1]}{'-fragments' * f}" for v, f in ROUTES])
+@pytest.mark.parametrize("le", [True, False], ids=["little-endian", "big-endian"])
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_every_received_body_is_bounded(kind: str, le: bool, version: Version, fragmented: bool, char_set: str,
+                                        direction: str) -> None:
+    # Each hostile body gets MARSHAL from its bound before omniORB's unmarshaler
+    # sees it: quickly, and without allocating what it asks for.
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        with pytest.raises(CORBA.MARSHAL):
+            _decode(direction, HOSTILE[kind], version, le, fragmented, CHAR_SETS[char_set])
+        took = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, f"{peak / 2**20:.0f} MiB allocated"
+    assert took < 10, f"{took:.1f} s"
+
+
+@pytest.mark.parametrize("direction", ["request", "reply", "user exception"])
+@pytest.mark.parametrize("char_set", list(CHAR_SETS))
+@pytest.mark.parametrize("version,fragmented", ROUTES, ids=[f"{v[0]}.{v[1]}{'-fragments' * f}" for v, f in ROUTES])
+def test_values_within_the_bounds_pass_every_route(version: Version, fragmented: bool, char_set: str,
+                                                   direction: str) -> None:
+    # The same routes carry a value just inside every bound: the bounds refuse the hostile, not the deep.
+    within = lambda le=True, base=0: hostile.nested_anys(15, le, base)  # noqa: E731
+    if direction == "user exception":
+        with pytest.raises(Hardening.Refused) as info:
+            _decode(direction, within, version, True, fragmented, CHAR_SETS[char_set])
+        assert info.value.why.value() is not None
+    else:
+        _decode(direction, within, version, True, fragmented, CHAR_SETS[char_set])
