@@ -11,14 +11,17 @@ request, reply or user exception.
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 import sys
+import threading
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Iterator
 
+import psutil  # type: ignore[import-untyped]
 import pytest
 from omniORB import CORBA
 
@@ -27,6 +30,7 @@ from pyorb import marshal
 from pyorb.marshal import layout
 from pyorb.client.calls import reply_result
 from pyorb.marshal.body import operation_descriptors
+from pyorb.server.strategies import names as strategy_names
 from pyorb.giop import codec
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8
@@ -206,3 +210,82 @@ def test_values_within_the_bounds_pass_every_route(version: Version, fragmented:
         assert info.value.why.value() is not None
     else:
         _decode(direction, within, version, True, fragmented, CHAR_SETS[char_set])
+
+
+# -- the attacker's way, live: raw GIOP without a CodeSets context, every strategy -----------
+
+# Every registered strategy, a parameterised one with 2 for its first parameter (threads, mostly).
+STRATEGIES = [name.partition("(")[0] + ("(2)" if "(" in name else "") for name in strategy_names()]
+LIVE_ATTACKS = {kind: hostile.ATTACKS[kind] for kind in
+                ("sequence<null> of 2^27", "array<null, 2^27>", "any in any, 300,000 deep", "a TypeCode of 128 KiB")}
+
+
+def _raw_call(port: int, data: bytes) -> bytes:
+    """``data`` sent on a fresh connection; the one reply's bytes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data)
+        head = _read(sock, 12)
+        assert head[:4] == b"GIOP" and head[7] == 1, head  # a Reply
+        return head + _read(sock, struct.unpack("<I" if head[6] & 1 else ">I", head[8:12])[0])
+
+
+class _Watch:
+    """A quiet client pinging on its own connection, and the server's peak RSS, until stopped."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.ps = psutil.Process(server.pid)
+        self.baseline = self.peak = self.ps.memory_info().rss
+        self.latencies: list[float] = []
+        self.errors: list[Exception] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._ping, args=(server.ior,), daemon=True),
+                         threading.Thread(target=self._sample, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def _ping(self, ior: str) -> None:
+        with pyorb.BlockingClient(pyorb.Config(call_timeout=10.0)) as client:
+            target = client.resolve(ior, Hardening.Target)
+            while not self._stop.wait(0.02):
+                start = time.perf_counter()
+                try:
+                    assert target.ping(3) == 3
+                except Exception as exc:  # a lost call: counted, and the watch goes on
+                    self.errors.append(exc)
+                self.latencies.append(time.perf_counter() - start)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.01):
+            try:
+                self.peak = max(self.peak, self.ps.memory_info().rss)
+            except psutil.Error:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+
+@pytest.mark.parametrize("model", STRATEGIES)
+def test_raw_hostile_requests_without_code_sets_get_marshal(model: str) -> None:
+    # GIOP 1.0 and 1.2 as a raw attacker sends them: no CodeSets context, so the
+    # connection's strings are ISO-8859-1 and every string goes through transcoding.
+    server = serve(model)
+    try:
+        watch = _Watch(server)
+        try:
+            for (kind, value), version in itertools.product(LIVE_ATTACKS.items(), (GIOP_1_0, GIOP_1_2)):
+                reply = _raw_call(server.port, hostile.request(value, version, little_endian=version == GIOP_1_2))
+                assert MARSHAL_ID in reply, (kind, version, reply[:200])
+                assert server.proc.poll() is None, server.stderr()
+        finally:
+            watch.stop()
+        assert server.proc.poll() is None, server.stderr()
+        growth = (watch.peak - watch.baseline) / 2**20
+        assert growth < 100, f"the server's RSS grew by {growth:.0f} MiB"
+        assert not watch.errors, watch.errors[:3]
+        assert watch.latencies and max(watch.latencies) < 5, sorted(watch.latencies)[-3:]
+        well_behaved(server)
+    finally:
+        server.stop()
