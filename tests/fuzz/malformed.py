@@ -28,7 +28,10 @@ from pyorb.giop import (
     body_offset,
     encode,
 )
+from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8
 from tests.giop.conftest import split_into_fragments
+
+from loadtests import hostile_values as hostile
 
 Mutation = tuple[str, int, int]
 MUTATION_KINDS = ("flip", "truncate", "insert", "delete", "set")
@@ -124,6 +127,8 @@ class Case:
     pings: dict[int, int]
     chunks: tuple[bytes, ...]
     ending: Ending = "eof"
+    refused: frozenset[int] = frozenset()
+    """Request ids, among ``prefix``, of hostile values that must be answered MARSHAL."""
 
     @property
     def messages(self) -> int:
@@ -138,14 +143,17 @@ class CaseMaker:
     reach dispatch and unmarshaling, and valid GIOP, so that the connection
     lives on (valid pings, whole, fragmented or with service contexts; pings
     with arbitrary argument bytes; unknown keys and operations; addressing
-    by profile; Locate and Cancel requests); then comes one of the
+    by profile; Locate and Cancel requests; with ``hostile_key``, the key of
+    a Hardening::Target, hostile values in an any, in any version, byte
+    order and char code set, whole or in fragments); then comes one of the
     malformations of :attr:`kinds`.
     """
 
-    def __init__(self, seed: int, key: bytes, max_message_size: int) -> None:
+    def __init__(self, seed: int, key: bytes, max_message_size: int, hostile_key: bytes | None = None) -> None:
         self.rng = random.Random(seed)
         self.key = key
         self.max_message_size = max_message_size
+        self.hostile_key = hostile_key
         self.kinds: dict[str, Callable[[], tuple[list[bytes], Ending]]] = {
             "truncated header": self._truncated_header,
             "bad magic": self._bad_magic,
@@ -168,16 +176,20 @@ class CaseMaker:
     def case(self) -> Case:
         kind = self.rng.choice(sorted(self.kinds))
         pings: dict[int, int] = {}
-        prefix = tuple(self._survivable(pings) for _ in range(self.rng.randrange(12)))
+        refused: set[int] = set()
+        prefix = tuple(self._survivable(pings, refused) for _ in range(self.rng.randrange(12)))
         chunks, ending = self.kinds[kind]()
-        return Case(kind, prefix, pings, tuple(chunks), ending)
+        return Case(kind, prefix, pings, tuple(chunks), ending, frozenset(refused))
 
-    def _survivable(self, pings: dict[int, int]) -> bytes:
+    def _survivable(self, pings: dict[int, int], refused: set[int]) -> bytes:
         """Valid GIOP, though not always a valid call: the connection lives on after it."""
         rng = self.rng
         version, little = self._version(), rng.random() < 0.5
         rid = rng.randrange(2**32)
-        how = rng.randrange(9)
+        how = rng.randrange(9 if self.hostile_key is None else 10)
+        if how == 9:
+            refused.add(rid)
+            return self._hostile_value(rid, version, little)
         if how == 0:
             stamp = rng.randrange(2**64)
             pings[rid] = stamp
@@ -213,6 +225,19 @@ class CaseMaker:
             key = self.key if rng.random() < 0.5 else rng.randbytes(3)
             return encode(LocateRequest(rid, key, version, little))
         return encode(CancelRequest(rid, version, little))
+
+    def _hostile_value(self, rid: int, version: Version, little: bool) -> bytes:
+        """A take(any) whose any the bounds refuse, in what fits the server's message size."""
+        rng = self.rng
+        value = rng.choice([
+            hostile.fill_empty_sequence(1 << 22), hostile.fill_empty_array(1 << 22),
+            hostile.fill_nested_anys(rng.randrange(65, 10_000)),
+            hostile.fill_nested_sequence_typecodes(rng.randrange(65, 3_000)),
+        ])
+        fragmented = version != (1, 0) and rng.random() < 0.3
+        char_set = rng.choice([None, CS_UTF8, CS_ISO8859_1])
+        return hostile.request(hostile.attack(value), version, little, fragmented, char_set, request_id=rid,
+                               key=self.hostile_key)
 
     # -- building blocks --------------------------------------------------------
 

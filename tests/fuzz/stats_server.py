@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A pyorb Bench::Echo server that reports on its own health, for the network fuzz test.
 
-Prints the Echo IOR on its first stdout line.  Then each ``stats`` line on
+Prints the Echo IOR on its first stdout line.  It also serves
+Hardening::Target (idl/hardening.idl, tests/peers/hardening_servant.py)
+under the key ``Target``, for hostile values in an ``any``.  Then each ``stats`` line on
 stdin is answered with one JSON line on stdout: the asyncio tasks alive on
 the server's loop, the Python threads and the server's open connections
 (the caller reads its memory and OS threads with psutil).  It stops at
@@ -62,6 +64,10 @@ async def serve(ns: argparse.Namespace) -> None:
     stop = asyncio.Event()
     async with pyorb.Server(config=config) as server:
         key = server.activate(make_servant(idl, ns.servant), "Echo")
+        pyorb.load_idl(ROOT / "idl" / "hardening.idl")
+        from tests.peers.hardening_servant import Target
+
+        server.activate(Target(), "Target")
         print(server.ior(key), flush=True)
         loop = asyncio.get_running_loop()
         threading.Thread(
