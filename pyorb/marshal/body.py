@@ -254,7 +254,8 @@ class BodyCodec:
             units = self._giop11.unpack(body, align, little_endian, fragment_starts, bounds, char_set)
             return tuple(wide.from_giop11(d, v) for d, v in zip(self._descs, units))
         pad = align % 8
-        body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
+        if self._bounded or fragment_starts or (char_set != CS_UTF8 and self._strings):
+            body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (cdr_unmarshal(self._read_descs[0], body, little_endian),)
@@ -275,16 +276,13 @@ class BodyCodec:
         self, body: bytes, pad: int, little_endian: bool, fragment_starts: tuple[int, ...], bounds: layout.Bounds,
         char_set: int,
     ) -> bytes:
-        """``body`` as omniORB's unmarshaler may read it: the one place that decides
-        the walk of a received body, and every walk it picks checks ``bounds``.
+        """``body`` as omniORB's unmarshaler may read it: the one walk of a received
+        body that can hold an any or a TypeCode, came in GIOP 1.1 fragments or has
+        strings in another char code set, and every walk checks ``bounds``.
 
-        Only bodies that can hold an any or a TypeCode, that came in fragments
-        or whose strings are in another char code set are walked; for the rest
-        the octets bound everything and omniORB reads them as they are.
+        (:meth:`unpack` calls it for those bodies only: the octets of any other bound it all.)
         """
         text = _recoder(char_set, outgoing=False) if char_set != CS_UTF8 and self._strings else None
-        if not (self._bounded or fragment_starts or text):
-            return body
         try:
             # Wide characters stay in the GIOP 1.2 form: omniORB sends that form
             # in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
