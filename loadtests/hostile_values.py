@@ -74,6 +74,17 @@ def _encapsulation(payload: bytes, little_endian: bool) -> bytes:
     return _u32(len(payload) + 4, little_endian) + bytes((int(little_endian), 0, 0, 0)) + payload
 
 
+def fill_nested_trees(depth: int) -> Fill:
+    """A Hardening::Tree (``struct Tree { sequence<Tree> kids; }``) ``depth`` deep: no any, one ulong a level."""
+
+    def fill(w: CDRWriter) -> None:
+        for _ in range(depth - 1):
+            w.ulong(1)
+        w.ulong(0)
+
+    return fill
+
+
 def fill_empty_sequence(count: int) -> Fill:
     """An any holding a sequence<null> of ``count`` elements: a few octets on the wire."""
     return _empty_elements(TK_SEQUENCE, count)

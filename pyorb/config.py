@@ -58,7 +58,7 @@ class Config:
     idle_timeout: float | None = 180.0
     """Seconds a server connection with nothing in flight may stay silent before CloseConnection (None: never)."""
     max_nesting_depth: int = 64
-    """Received any values nested in any values (and values of a received recursive TypeCode in themselves), and TypeCodes in TypeCodes, beyond which the body gets MARSHAL."""
+    """Received any values nested in any values (and values of a recursive type, IDL's or a received TypeCode's, in themselves), and TypeCodes in TypeCodes, beyond which the body gets MARSHAL."""
     max_typecode_size: int = 64 * 1024
     """Octets of one received TypeCode beyond which the body gets MARSHAL."""
     max_empty_elements: int = 65536

@@ -197,6 +197,28 @@ def test_every_received_body_is_bounded(kind: str, le: bool, version: Version, f
     assert took < 10, f"{took:.1f} s"
 
 
+@pytest.mark.parametrize("char_set", list(CHAR_SETS))
+@pytest.mark.parametrize("version,fragmented", ROUTES, ids=[f"{v[0]}.{v[1]}{'-fragments' * f}" for v, f in ROUTES])
+def test_a_recursive_idl_type_is_bounded_too(version: Version, fragmented: bool, char_set: str) -> None:
+    # No any, no TypeCode: Tree { sequence<Tree> kids; } nests by itself, and omniORB's
+    # unmarshaler recurses once per level (100,000 levels, 400 KB, crash the process).
+    def tree(depth: int) -> hostile.Attack:
+        return hostile.attack(hostile.fill_nested_trees(depth))
+
+    depth = TIGHT.max_nesting_depth + 1  # the outermost Tree is no step into the type
+    conn, req = _received(hostile.request(tree(depth), version, False, fragmented, CHAR_SETS[char_set], "plant"),
+                          Role.SERVER)
+    assert isinstance(req, Request)
+    plant = OPS["plant"].args
+    (within,) = plant.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts, TIGHT, conn.char_set)
+    assert within.kids
+    conn, req = _received(hostile.request(tree(depth + 1), version, True, fragmented, CHAR_SETS[char_set], "plant"),
+                          Role.SERVER)
+    assert isinstance(req, Request)
+    with pytest.raises(CORBA.MARSHAL):
+        plant.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts, TIGHT, conn.char_set)
+
+
 @pytest.mark.parametrize("direction", ["request", "reply", "user exception"])
 @pytest.mark.parametrize("char_set", list(CHAR_SETS))
 @pytest.mark.parametrize("version,fragmented", ROUTES, ids=[f"{v[0]}.{v[1]}{'-fragments' * f}" for v, f in ROUTES])
@@ -279,6 +301,10 @@ def test_raw_hostile_requests_without_code_sets_get_marshal(model: str) -> None:
                 reply = _raw_call(server.port, hostile.request(value, version, little_endian=version == GIOP_1_2))
                 assert MARSHAL_ID in reply, (kind, version, reply[:200])
                 assert server.proc.poll() is None, server.stderr()
+            # No any at all: a recursive IDL type 100,000 deep (400 KB).
+            deep_tree = hostile.attack(hostile.fill_nested_trees(100_000))
+            reply = _raw_call(server.port, hostile.request(deep_tree, GIOP_1_2, operation="plant"))
+            assert MARSHAL_ID in reply, reply[:200]
         finally:
             watch.stop()
         assert server.proc.poll() is None, server.stderr()

@@ -234,7 +234,7 @@ class BodyCodec:
 
         ``fragment_starts`` (GIOP 1.1 only) are the offsets where Fragment
         payloads began: omniORB aligns each relative to its own fragment.
-        Every body that can hold an any or a TypeCode is checked against
+        Every body that can hold an any, a TypeCode or a recursive type is checked against
         ``bounds`` whichever the char code set, GIOP version, fragmentation
         or byte order; one past them raises MARSHAL before omniORB's
         unmarshaler sees it.  Strings are read in the connection's
@@ -276,8 +276,8 @@ class BodyCodec:
         self, body: bytes, pad: int, little_endian: bool, fragment_starts: tuple[int, ...], bounds: layout.Bounds,
         char_set: int,
     ) -> bytes:
-        """``body`` as omniORB's unmarshaler may read it: the one walk of a received
-        body that can hold an any or a TypeCode, came in GIOP 1.1 fragments or has
+        """``body`` as omniORB's unmarshaler may read it: the one walk of a received body
+        that can hold an any, a TypeCode or a recursive type, came in GIOP 1.1 fragments or has
         strings in another char code set, and every walk checks ``bounds``.
 
         (:meth:`unpack` calls it for those bodies only: the octets of any other bound it all.)

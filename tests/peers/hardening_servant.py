@@ -31,3 +31,9 @@ class Target(Hardening__POA.Target):  # type: ignore[misc]
 
     def refuse(self, why: Any) -> None:
         raise Hardening.Refused(why)
+
+    def plant(self, t: Any) -> int:
+        depth = 1
+        while t.kids:
+            t, depth = t.kids[0], depth + 1
+        return depth

@@ -233,9 +233,10 @@ def has_strings(descs: Sequence[Descriptor]) -> bool:
 
 def needs_bounds(descs: Sequence[Descriptor]) -> bool:
     """Whether values of ``descs`` can hold what :class:`Bounds` limits (an any, a
-    TypeCode) or what this module cannot walk (value types): only such bodies
-    need a walk before they are unmarshaled; for the rest the octets bound all."""
-    return _reaches(descs, lambda node: isinstance(node, (_Any, _TypeCodeValue, _Unsupported)))
+    TypeCode, a recursive type nested in itself) or what this module cannot walk
+    (value types): only such bodies need a walk before they are unmarshaled; for
+    the rest the octets bound all."""
+    return _reaches(descs, lambda node: isinstance(node, (_Any, _TypeCodeValue, _Unsupported, _Ref)))
 
 
 def _reaches(descs: Sequence[Descriptor], found: Callable[[_Node], bool]) -> bool:

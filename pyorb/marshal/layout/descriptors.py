@@ -12,7 +12,6 @@ from pyorb.marshal.layout.kinds import (
 from pyorb.marshal.layout.nodes import (
     _Counted, _Node, _Ref, _STRING, _ULONG, _Union, _array, _fixed_node, _sequence, _struct, _wide,
 )
-from pyorb.marshal.layout.cursors import _Frame, _Mover
 from pyorb.marshal.layout.typecodes import _simple_node
 
 
@@ -36,13 +35,6 @@ class _Lazy(_Ref):
                     raise TypeError(f"unknown recursive type {self.holder[0]!r}")
             self.target = _compile(desc, self.minor)
         return self.target
-
-    # IDL's own recursive types are not counted as nesting: their depth is the application's.
-    def zero(self, f: _Frame, i: int) -> int:
-        return self.get().zero(f, i)
-
-    def move(self, m: _Mover) -> None:
-        self.get().move(m)
 
 
 _cache: dict[tuple[int, int], tuple[Descriptor, _Node]] = {}

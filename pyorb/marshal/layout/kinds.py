@@ -77,8 +77,8 @@ class Bounds(NamedTuple):
     """
 
     max_nesting_depth: int = 64
-    """any values inside any values (and values of a received recursive TypeCode inside
-    themselves), and TypeCodes inside TypeCodes."""
+    """any values inside any values (and values of a recursive type, IDL's or a
+    received TypeCode's, inside themselves), and TypeCodes inside TypeCodes."""
     max_typecode_size: int = 64 * 1024
     """Octets of one TypeCode's encapsulation."""
     max_empty_elements: int = 65536

@@ -399,17 +399,17 @@ class _Ref(_Node):
             raise CDRLayoutError("TypeCode indirection to a TypeCode still being read")
         return self.target
 
-    # A type read from the wire may refer to itself: each step into it is one
-    # level of nesting, as an any inside an any is.
+    # A recursive type (read from the wire, or IDL's): each step into it is one level
+    # of nesting, as an any inside an any is; omniORB's unmarshaler recurses on each.
     def zero(self, f: _Frame, i: int) -> int:
-        f.enter("values of a recursive TypeCode")
+        f.enter("values of a recursive type")
         try:
             return self.get().zero(f, i)
         finally:
             f.nest -= 1
 
     def move(self, m: _Mover) -> None:
-        m.enter("values of a recursive TypeCode")
+        m.enter("values of a recursive type")
         try:
             self.get().move(m)
         finally:
