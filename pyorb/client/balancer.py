@@ -4,22 +4,38 @@ A group reference (TAG_FT_GROUP, see :func:`pyorb.giop.ior.group_ior`) names
 several replicas.  The client keeps one multiplexed connection per replica
 and picks a member per call:
 
-* ``round_robin``: the members in turn;
+* ``round_robin``: the members in turn, passing over a member that holds
+  far more of this client's pending calls than the others (more than
+  ``skew`` times their mean, plus two) and has answered nothing for longer
+  than its recent latency: a replica that stopped answering, before
+  outlier detection (below) is sure of it;
 * ``least_pending``: the member with the fewest calls awaiting replies on
   the client's connection (ties in turn), so a slow or stalled replica gets
   fewer calls: what an AMH middle tier wants in front of its sinks.
 
 A member that refused a connection, lost one or let a call time out is left
-out for a back-off that doubles with each consecutive failure (from
-``BACKOFF_MIN`` up to ``BACKOFF_MAX`` seconds), then tried again by the next
-call that picks it; a success clears it.  When every member is backing off,
+out for a back-off that doubles with each failure in a row (from
+``BACKOFF_MIN`` up to ``BACKOFF_MAX`` seconds), then takes one call at a
+time until it answers (a probe); each answer shortens its next back-off, and
+a connection that opens clears it.  When every member is backing off,
 calls still go to them (the least recently failed first) rather than fail
 without trying.
+
+Outlier detection (:class:`OutlierDetection`) leaves out a member that has
+stopped answering before its calls time out: the client keeps each member's
+recent latency (an exponentially weighted mean of its replies' round
+trips), and ejects a member whose oldest pending call has waited more than
+``multiple`` times that latency (and at least ``floor`` seconds) while the
+member answered nothing else, as gRPC's and Envoy's outlier detection eject
+a failing endpoint.  An ejected member backs off as above; the calls it
+holds that their caller declared idempotent go to another member at once.
+The last member not backing off is never ejected.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Collection
 
 from pyorb.client.calls import Endpoint, GroupRoutes, Route
@@ -29,55 +45,203 @@ BACKOFF_MAX = 10.0
 POLICIES = ("round_robin", "least_pending")
 
 
-class Balancer:
-    """The state of one group in one client."""
+@dataclass(frozen=True)
+class OutlierDetection:
+    """When a client ejects a group member that stopped answering.
 
-    __slots__ = ("key", "version", "members", "policy", "_pending", "_clock", "_turn", "_failures", "_down_until")
+    A member is ejected once its oldest pending call has waited longer than
+    ``max(floor, multiple * latency)`` seconds, ``latency`` being its recent
+    mean round trip, and nothing else came back from it meanwhile.  Until
+    a member has answered once, the group's other members' latency stands
+    in for its own; with no latency known yet, nothing is ejected.
+    ``weight`` is the share of each new round trip in the mean.
+    ``skew``: round robin passes over a member holding more than ``skew``
+    times the other members' mean of pending calls, plus two, that has
+    answered nothing for longer than its latency.
+    """
+
+    multiple: float = 5.0
+    floor: float = 0.2
+    weight: float = 0.1
+    skew: float = 1.5
+
+    def __post_init__(self) -> None:
+        if not (self.multiple >= 1.0 and self.floor >= 0.0 and 0.0 < self.weight <= 1.0 and self.skew >= 1.0):
+            raise ValueError(f"outlier detection needs multiple >= 1, floor >= 0, 0 < weight <= 1 and skew >= 1: "
+                             f"got {self}")
+
+
+class Balancer:
+    """The state of one group in one client.
+
+    ``pending(endpoint)`` is how many of this client's calls await a reply
+    from a member, ``oldest(endpoint)`` when (on ``clock``) the oldest of
+    them was sent (None without one), and ``ejected(endpoint)`` is told when
+    outlier detection ejects a member (``detection`` None: never).
+    """
+
+    __slots__ = ("key", "version", "members", "policy", "detection", "_pending", "_oldest", "_ejected", "_clock",
+                 "_turn", "_failures", "_down_until", "_probing", "_latency", "_spread",
+                 "_last_reply")
 
     def __init__(self, group: GroupRoutes, policy: str, pending: Callable[[Endpoint], int],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *,
+                 detection: OutlierDetection | None = None,
+                 oldest: Callable[[Endpoint], float | None] = lambda _e: None,
+                 ejected: Callable[[Endpoint], None] = lambda _e: None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown balancing policy {policy!r}; known: {', '.join(POLICIES)}")
         self.key = group.key
         self.version = group.version
         self.members = group.members
         self.policy = policy
+        self.detection = detection
         self._pending = pending
+        self._oldest = oldest
+        self._ejected = ejected
         self._clock = clock
         self._turn = 0
         self._failures: dict[Endpoint, int] = {}
         self._down_until: dict[Endpoint, float] = {}
+        self._probing: set[Endpoint] = set()  # back-off over, no answer yet: one call at a time
+        self._latency: dict[Endpoint, float] = {}
+        self._spread: dict[Endpoint, float] = {}  # mean deviation of the round trips from _latency
+        self._last_reply: dict[Endpoint, float] = {}
 
     def pick(self, exclude: Collection[Endpoint] = ()) -> Route | None:
         """The member for the next call, None if every member is excluded."""
         candidates = [m for m in self.members if m.endpoint not in exclude]
         if not candidates:
             return None
-        down = self._down_until
-        if down:
-            now = self._clock()
-            healthy = [m for m in candidates if down.get(m.endpoint, 0.0) <= now]
-            if not healthy:  # all backing off: the one whose back-off ends first
-                return min(candidates, key=lambda m: down.get(m.endpoint, 0.0))
-            candidates = healthy
+        if self._down_until or self._probing:
+            candidates = self._available(candidates)
         self._turn += 1
-        if self.policy == "round_robin" or len(candidates) == 1:
-            return candidates[self._turn % len(candidates)]
-        pending = self._pending
+        if self.detection is not None and len(candidates) > 1:
+            # One member per call is checked, in turn: a stalled one is found
+            # within a round of calls, even when the policy passes it over.
+            suspect = candidates[self._turn % len(candidates)]
+            if self._is_outlier(suspect.endpoint, self._clock()):
+                self._eject(suspect.endpoint)
+                candidates = [m for m in candidates if m is not suspect]
+        return self._choose(candidates)
+
+    def _available(self, candidates: list[Route]) -> list[Route]:
+        """The candidates not backing off, and probing ones only while no probe is out."""
+        now = self._clock()
+        down, probing = self._down_until, self._probing
+        healthy = []
+        for m in candidates:
+            endpoint = m.endpoint
+            if down.get(endpoint, 0.0) > now:
+                continue
+            if endpoint in probing and self._pending(endpoint):
+                if self.detection is not None and self._is_outlier(endpoint, now):
+                    self._eject(endpoint)  # its probe stalled too
+                continue
+            healthy.append(m)
+        if healthy:
+            return healthy
+        # All backing off or probing: the one whose back-off ends first.
+        return [min(candidates, key=lambda m: down.get(m.endpoint, 0.0))]
+
+    def _choose(self, candidates: list[Route]) -> Route:
         n = len(candidates)
+        if n == 1:
+            return candidates[0]
+        pending = self._pending
+        if self.policy == "round_robin":
+            chosen = candidates[self._turn % n]
+            if self.detection is None:
+                return chosen
+            counts = [pending(m.endpoint) for m in candidates]
+            mine = counts[self._turn % n]
+            others = (sum(counts) - mine) / (n - 1)
+            if mine <= self.detection.skew * others + 2:
+                return chosen
+            # A member that has not answered yet (still connecting, say) keeps its turn.
+            # Piling up, yet answering as fast as usual (TCP's retransmission
+            # bound: mean round trip plus four deviations) keeps its turn.
+            silent = self._silent(chosen.endpoint, self._clock(), own=True)
+            if silent is None or silent[0] <= silent[1] + 4 * self._spread.get(chosen.endpoint, 0.0):
+                return chosen
+            self._turn += 1
+            return candidates[self._turn % n]
         # Fewest pending calls; ties broken in turn so equal members share the load.
         return min((candidates[(self._turn + i) % n] for i in range(n)), key=lambda m: pending(m.endpoint))
 
+    def _is_outlier(self, endpoint: Endpoint, now: float) -> bool:
+        silent = self._silent(endpoint, now)
+        if silent is None:
+            return False
+        waited, latency = silent
+        detection = self.detection
+        assert detection is not None
+        return waited > max(detection.floor, detection.multiple * latency)
+
+    def _silent(self, endpoint: Endpoint, now: float, own: bool = False) -> tuple[float, float] | None:
+        """How long ``endpoint`` has owed its oldest pending call with nothing
+        else coming back, and its recent latency (the group's until it has
+        its own, unless ``own``); None without a pending call or a latency."""
+        sent = self._oldest(endpoint)
+        if sent is None:
+            return None
+        latency = self._latency.get(endpoint)
+        if latency is None:
+            if own or not self._latency:
+                return None
+            latency = sum(self._latency.values()) / len(self._latency)
+        return now - max(sent, self._last_reply.get(endpoint, sent)), latency
+
+    def _eject(self, endpoint: Endpoint) -> None:
+        self.failed(endpoint)
+        self._ejected(endpoint)
+
     def failed(self, endpoint: Endpoint) -> None:
-        """``endpoint`` refused, lost a connection or let a call time out: back off from it."""
+        """``endpoint`` refused, lost a connection or let a call time out: back off from it.
+
+        Failures while it is already backing off (its other calls timing
+        out) do not lengthen the back-off."""
+        now = self._clock()
+        if self._down_until.get(endpoint, 0.0) > now:
+            return
         count = self._failures.get(endpoint, 0) + 1
         self._failures[endpoint] = count
-        self._down_until[endpoint] = self._clock() + min(BACKOFF_MIN * 2 ** (count - 1), BACKOFF_MAX)
+        self._down_until[endpoint] = now + min(BACKOFF_MIN * 2 ** (count - 1), BACKOFF_MAX)
+        self._probing.add(endpoint)
 
     def succeeded(self, endpoint: Endpoint) -> None:
-        """A connection to ``endpoint`` opened (or a call on it succeeded): it is healthy again."""
+        """A connection to ``endpoint`` opened: it is healthy again."""
         if self._failures.pop(endpoint, None) is not None:
             self._down_until.pop(endpoint, None)
+        self._probing.discard(endpoint)
+
+    def replied(self, endpoint: Endpoint, sent: float) -> None:
+        """``endpoint`` answered a call sent at ``sent`` (on the clock): its
+        latency, and a shorter back-off next time it fails."""
+        now = self._clock()
+        self._last_reply[endpoint] = now
+        if sent:
+            sample = now - sent
+            mean = self._latency.get(endpoint)
+            if mean is None:
+                self._latency[endpoint], self._spread[endpoint] = sample, sample / 2
+            else:
+                weight = self.detection.weight if self.detection is not None else 0.1
+                self._latency[endpoint] = mean + weight * (sample - mean)
+                self._spread[endpoint] += weight * (abs(sample - mean) - self._spread[endpoint])
+        if endpoint in self._probing:
+            self._probing.discard(endpoint)
+            self._down_until.pop(endpoint, None)
+        count = self._failures.get(endpoint)
+        if count is not None:
+            if count > 1:
+                self._failures[endpoint] = count - 1
+            else:
+                del self._failures[endpoint]
 
     def is_down(self, endpoint: Endpoint) -> bool:
         return self._down_until.get(endpoint, 0.0) > self._clock()
+
+    def latency(self, endpoint: Endpoint) -> float | None:
+        """``endpoint``'s recent mean round trip in seconds (None before its first reply)."""
+        return self._latency.get(endpoint)

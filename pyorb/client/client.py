@@ -6,12 +6,13 @@ import asyncio
 import copy
 import logging
 import ssl
+import time
 from types import TracebackType
 from typing import Any, Callable, Collection, Sequence, TypeVar, overload
 
 from omniORB import CORBA
 
-from pyorb.client.balancer import POLICIES, Balancer
+from pyorb.client.balancer import POLICIES, Balancer, OutlierDetection
 from pyorb.client import errors
 from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
@@ -55,18 +56,22 @@ class Client:
     before the reply (CloseConnection: it never ran), goes to another
     member; one whose connection is lost after it was sent fails with
     COMM_FAILURE (completed MAYBE) unless the proxy declares the operation
-    idempotent (``resolve(..., idempotent={"op"})``).
+    idempotent (``resolve(..., idempotent={"op"})``).  ``outlier_detection``
+    ejects a member that stopped answering before its calls time out (see
+    :class:`~pyorb.client.balancer.OutlierDetection`; None turns it off);
+    the idempotent calls it holds then go to another member.
     """
 
     def __init__(
         self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
         interceptors: Sequence[ClientInterceptor] = (),
-        balancing: str = "round_robin",
+        balancing: str = "round_robin", outlier_detection: OutlierDetection | None = OutlierDetection(),
     ) -> None:
         if balancing not in POLICIES:
             raise ValueError(f"unknown balancing policy {balancing!r}; known: {', '.join(POLICIES)}")
         self.config = config
         self.balancing = balancing
+        self.outlier_detection = outlier_detection
         self._balancers: dict[tuple[str, int], Balancer] = {}
         self._tls = client_option(tls)
         self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
@@ -186,6 +191,7 @@ class Client:
                 inv.fail(errors.group_exhausted(inv.op.name, group.members))
                 return
             inv.member = (balancer, member.endpoint)
+            inv.sent_at = time.monotonic()  # the balancer's clock: the member's latency and oldest call
             route = member
         conn = self._conns.get(route.endpoint)
         if conn is not None and conn.is_open:
@@ -209,6 +215,8 @@ class Client:
             if inv.done():  # timed out or cancelled while waiting
                 continue
             if conn is not None:
+                if inv.member is not None:  # the member's latency starts with its connection
+                    inv.sent_at = time.monotonic()
                 conn.start(inv, route)
                 continue
             assert failure is not None
@@ -288,13 +296,35 @@ class Client:
     def _balancer(self, group: GroupRoutes) -> Balancer:
         balancer = self._balancers.get(group.key)
         if balancer is None or balancer.version < group.version:
-            balancer = self._balancers[group.key] = Balancer(group, self.balancing, self._pending_on)
+            balancer = self._balancers[group.key] = Balancer(
+                group, self.balancing, self._pending_on, detection=self.outlier_detection, oldest=self._oldest_on,
+                ejected=self._member_ejected)
         return balancer
 
     def _pending_on(self, endpoint: Endpoint) -> int:
         """Calls awaiting replies (or a connection) to ``endpoint``: what ``least_pending`` compares."""
         conn = self._conns.get(endpoint)
         return (len(conn.pending) if conn is not None else 0) + len(self._queued.get(endpoint, ()))
+
+    def _oldest_on(self, endpoint: Endpoint) -> float | None:
+        """When the oldest call awaiting a reply from ``endpoint`` was sent (None without one)."""
+        conn = self._conns.get(endpoint)
+        if conn is None or not conn.pending:
+            return None
+        return next(iter(conn.pending.values())).sent_at or None  # pending keeps the order calls were sent in
+
+    def _member_ejected(self, endpoint: Endpoint) -> None:
+        """Outlier detection left ``endpoint`` out: its idempotent calls go to another member."""
+        conn = self._conns.get(endpoint)
+        if conn is None:
+            return
+        moving = [inv for inv in conn.pending.values()
+                  if inv.idempotent and inv.member is not None and inv.member[1] == endpoint]
+        if moving:
+            log.info("group member %s:%d ejected as stalled; %d idempotent call(s) go to other members",
+                     endpoint.host, endpoint.port, len(moving))
+        for inv in moving:
+            inv.retry_elsewhere()
 
     def _forget(self, conn: ClientConnection) -> None:
         for endpoint, c in list(self._conns.items()):

@@ -51,7 +51,8 @@ class Invocation(asyncio.Future[Any]):
     """
 
     __slots__ = ("op", "args", "conn", "request_id", "deadlines", "deadline", "forwards", "caller",
-                 "target", "resent", "intercepted", "member", "tried", "idempotent", "route", "timeout")
+                 "target", "resent", "intercepted", "member", "tried", "idempotent", "route", "timeout",
+                 "sent_at")
     # Set only where they are needed (not in __init__, to keep a call's cost):
     route: Route
     """Where the call was sent: set with ``conn``, read by error texts."""
@@ -81,6 +82,7 @@ class Invocation(asyncio.Future[Any]):
         self.member: tuple[Balancer, Endpoint] | None = None  # for a call to an object group: who was picked
         self.tried: set[Endpoint] | None = None  # group members that failed this call
         self.idempotent = False  # the caller says re-sending after a lost connection is safe
+        self.sent_at = 0.0  # for a call to an object group: when it went to its member (time.monotonic)
 
     def cancel(self, msg: Any = None) -> bool:
         if not super().cancel(msg):
@@ -100,6 +102,9 @@ class Invocation(asyncio.Future[Any]):
     def complete(self, reply: Reply) -> None:
         if self.done():
             return
+        member = self.member
+        if member is not None:
+            member[0].replied(member[1], self.sent_at)
         conn = self.conn
         if reply.reply_status is _NO_EXCEPTION and conn is not None and self.intercepted is None:
             # The common reply in one frame: nothing to release but the deadline
@@ -133,7 +138,12 @@ class Invocation(asyncio.Future[Any]):
         except LocationForward as fwd:
             self.forwards += 1
             self.caller._retarget(self, fwd.target)
-        except CORBA.Exception as exc:  # the user or system exception the reply carries
+        except CORBA.SystemException as exc:
+            if self.member is not None and _retryable(exc, self.idempotent):
+                self.fail_over(self.member[1])
+            else:
+                self.fail(exc)
+        except CORBA.Exception as exc:  # the user exception the reply carries
             self.fail(exc)
         else:
             self.succeed(value)
@@ -200,6 +210,16 @@ class Invocation(asyncio.Future[Any]):
             return
         self.fail_over(member[1])
 
+    def retry_elsewhere(self) -> None:
+        """Leave this idempotent group call's member (ejected as stalled) for
+        another one: the member gets a CancelRequest and its late reply is
+        dropped, so the caller gets one answer.  The deadline stays."""
+        assert self.member is not None and self.idempotent
+        conn = self.conn
+        if conn is not None and conn.pending.pop(self.request_id, None) is not None:
+            conn.cancel_request(self.request_id)
+        self.fail_over(self.member[1])
+
     def fail_over(self, endpoint: Endpoint) -> None:
         """Send this group call to another member than ``endpoint`` (and those tried before)."""
         tried = self.tried
@@ -220,3 +240,12 @@ class Invocation(asyncio.Future[Any]):
         conn = self.conn
         if conn is not None and conn.pending.pop(self.request_id, None) is not None:
             conn.cancel_request(self.request_id)
+
+
+def _retryable(exc: CORBA.SystemException, idempotent: bool) -> bool:
+    """Whether a group call whose member replied ``exc`` may go to another
+    member: TRANSIENT that says the call did not run, and for an idempotent
+    call TRANSIENT or COMM_FAILURE whatever it says."""
+    if not isinstance(exc, (CORBA.TRANSIENT, CORBA.COMM_FAILURE)):
+        return False
+    return idempotent or (isinstance(exc, CORBA.TRANSIENT) and exc.completed == CORBA.COMPLETED_NO)

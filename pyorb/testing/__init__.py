@@ -7,6 +7,8 @@
   for tests (:class:`ServerProcess`, :class:`NameServer`, ...).
 * :mod:`pyorb.testing.omnipeer`: ``python -m pyorb.testing.omnipeer``, an
   omniORBpy process serving or calling user code.
+* :mod:`pyorb.testing.groupload`: closed-loop calls through an object
+  group that account for every call (ok, failed, lost, answered twice).
 * :mod:`pyorb.testing.plugin`: the pytest plugin (entry point ``pyorb``).
 
 Nothing in the library imports this package.  Importing it is cheap: the
