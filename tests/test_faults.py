@@ -16,11 +16,16 @@ import sys
 from typing import Iterator
 
 import pytest
+from omniORB import CORBA
 
+import pyorb
 from pyorb.client.balancer import OutlierDetection
 from pyorb.giop.ior import IOR, GroupComponent, group_ior
 from pyorb.testing.groupload import LoadResult, run
 from pyorb.testing.kit import ServerProcess
+
+Bench = pyorb.load_idl("idl/bench.idl").Bench
+import Bench__POA  # noqa: E402  (made by load_idl)
 
 STALL_AT = 2.0  # seconds into the run
 CALLERS = 60
@@ -90,3 +95,62 @@ def test_outlier_detection_rejects_nonsense() -> None:
     for bad in ({"multiple": 0.5}, {"floor": -1.0}, {"weight": 0.0}, {"skew": 0.9}):
         with pytest.raises(ValueError, match="outlier detection needs"):
             OutlierDetection(**bad)  # type: ignore[arg-type]
+
+
+class Refusing(Bench__POA.Sink):  # type: ignore[misc]
+    """A replica that answers every call with ``failure`` (counting them) instead of running it."""
+
+    def __init__(self, failure: CORBA.SystemException) -> None:
+        self.failure, self.calls = failure, 0
+
+    def work(self, token: int) -> int:
+        self.calls += 1
+        raise self.failure
+
+
+class Counting(Bench__POA.Sink):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def work(self, token: int) -> int:
+        self.calls += 1
+        return token
+
+
+def _through_refusing_member(failure: CORBA.SystemException, idempotent: bool) -> tuple[list[object], int, int]:
+    """20 calls through a group of a replica answering ``failure`` and a healthy
+    one: each call's outcome, and how many calls each replica saw."""
+
+    async def run() -> tuple[list[object], int, int]:
+        async with pyorb.Server() as bad_server, pyorb.Server() as good_server:
+            bad, good = Refusing(failure), Counting()
+            members = [IOR.from_string(bad_server.ior(bad_server.activate(bad, "Sink"))),
+                       IOR.from_string(good_server.ior(good_server.activate(good, "Sink")))]
+            async with pyorb.Client(pyorb.Config(call_timeout=10)) as client:
+                sink = client.resolve(group_ior(members, GroupComponent("pyorb-faults", 9)), Bench.Sink,
+                                      idempotent={"work"} if idempotent else ())
+                outcomes = await asyncio.gather(*(sink.work(i) for i in range(20)), return_exceptions=True)
+            return outcomes, bad.calls, good.calls
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_member_that_answers_transient_completed_no_passes_the_call_on(idempotent: bool) -> None:
+    """TRANSIENT completed NO says the call did not run: another member takes it, idempotent or not."""
+    outcomes, refused, served = _through_refusing_member(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO), idempotent)
+    assert outcomes == list(range(20))
+    assert refused == 10 and served == 20  # round robin sent it half; each came back once, answered elsewhere
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_member_that_answers_comm_failure_maybe_passes_on_only_idempotent_calls(idempotent: bool) -> None:
+    """COMM_FAILURE completed MAYBE: the call may have run, so only an idempotent call goes to another member."""
+    outcomes, refused, served = _through_refusing_member(CORBA.COMM_FAILURE(0, CORBA.COMPLETED_MAYBE), idempotent)
+    if idempotent:
+        assert outcomes == list(range(20)) and (refused, served) == (10, 20)
+    else:
+        failed = [o for o in outcomes if isinstance(o, CORBA.COMM_FAILURE)]
+        assert len(failed) == refused == 10 and served == 10
+        assert all(f.completed == CORBA.COMPLETED_MAYBE for f in failed)
+        assert all(o == i for i, o in enumerate(outcomes) if not isinstance(o, CORBA.COMM_FAILURE))
