@@ -1,15 +1,18 @@
-"""Faults under closed-loop load through an object group: a stalled replica.
+"""Faults under closed-loop load through an object group.
 
 Replicas are the sink (``python -m pyorb.servers.sink``) in their own
 processes over loopback; the load is :mod:`pyorb.testing.groupload`, whose
 every call ends ok, failed with a CORBA exception, or counted as lost.
 A replica is stalled with SIGSTOP (only the pid this test started, resumed
-with SIGCONT in ``finally``).
+with SIGCONT in ``finally``), or reached through toxiproxy
+(:mod:`pyorb.testing.toxiproxy`), which adds latency, limits bandwidth,
+resets connections or stops forwarding.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sys
@@ -20,9 +23,10 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.client.balancer import OutlierDetection
-from pyorb.giop.ior import IOR, GroupComponent, group_ior
+from pyorb.giop.ior import IOR, GroupComponent, build_ior, group_ior
 from pyorb.testing.groupload import LoadResult, run
 from pyorb.testing.kit import ServerProcess
+from pyorb.testing.toxiproxy import Proxy, Toxiproxy, find_server
 
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
@@ -154,3 +158,103 @@ def test_a_member_that_answers_comm_failure_maybe_passes_on_only_idempotent_call
         assert len(failed) == refused == 10 and served == 10
         assert all(f.completed == CORBA.COMPLETED_MAYBE for f in failed)
         assert all(o == i for i, o in enumerate(outcomes) if not isinstance(o, CORBA.COMM_FAILURE))
+
+
+# -- one replica behind toxiproxy ---------------------------------------------------
+
+FAULT_AT = 1.5  # seconds into a run
+PROXIED_CALLERS = 30
+
+
+@pytest.fixture(scope="module")
+def toxiproxy() -> Iterator[Toxiproxy]:
+    if find_server() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI installs toxiproxy (.ci/run), yet it is not there")
+        pytest.skip("no toxiproxy server (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.9.0)")
+    with Toxiproxy() as server:
+        yield server
+
+
+@pytest.fixture
+def proxied(toxiproxy: Toxiproxy, replicas: list[ServerProcess]) -> Iterator[tuple[IOR, Proxy]]:
+    """A group of the three replicas, the second reached through a proxy."""
+    middle = replicas[1]
+    proxy = toxiproxy.proxy(f"replica{middle.pid}", ("127.0.0.1", middle.port))
+    members = [IOR.from_string(replicas[0].ior),
+               build_ior("IDL:Bench/Sink:1.0", proxy.host, proxy.port, b"Sink"),
+               IOR.from_string(replicas[2].ior)]
+    try:
+        yield group_ior(members, GroupComponent("pyorb-faults", proxy.port)), proxy
+    finally:
+        toxiproxy.request("DELETE", f"/proxies/{proxy.name}")
+
+
+def _proxied_run(group: IOR, idempotent: bool, fault: object = None, seconds: float = FAULT_AT + 2.5,
+                 callers: int = PROXIED_CALLERS) -> LoadResult:
+    events = [(FAULT_AT, fault)] if fault is not None else []
+    result = asyncio.run(run(group, seconds, callers, TIMEOUT, idempotent=idempotent,
+                             events=events))  # type: ignore[list-item]
+    _check_accounting(result)
+    assert result.ok > 0, result
+    return result
+
+
+def test_latency_and_jitter_on_a_member_cost_no_call(proxied: tuple[IOR, Proxy]) -> None:
+    group, proxy = proxied
+    proxy.latency(100, jitter=50)
+    proxy.latency(20, jitter=10, stream="upstream")
+    result = _proxied_run(group, idempotent=False)
+    assert result.errors == {}, result.errors
+
+
+def test_a_slow_link_to_a_member_costs_no_call(proxied: tuple[IOR, Proxy]) -> None:
+    """Replies cut into 3-byte pieces, and a 2 KB/s link: calls take longer, none fails or is lost."""
+    group, proxy = proxied
+    proxy.slicer(3, size_variation=2, delay_us=200)
+    proxy.bandwidth(2)
+    result = _proxied_run(group, idempotent=False)
+    assert result.errors == {}, result.errors
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_member_whose_connections_are_reset(proxied: tuple[IOR, Proxy], idempotent: bool) -> None:
+    """From the fault on, every connection to the member is reset: the calls it
+    held fail with COMM_FAILURE completed MAYBE, or go elsewhere if idempotent;
+    it is then left out, not handed a third of the calls on each new connection."""
+    group, proxy = proxied
+    result = _proxied_run(group, idempotent, lambda: proxy.reset_peer())
+    if idempotent:
+        assert result.errors == {}, result.errors
+    else:
+        assert set(result.errors) == {"COMM_FAILURE COMPLETED_MAYBE"}, result.errors
+        assert result.failed <= PROXIED_CALLERS // 3 + 10, result.errors
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_member_that_stops_forwarding_is_ejected(proxied: tuple[IOR, Proxy], idempotent: bool) -> None:
+    """A half-open member (its link stops carrying data, connections stay up)
+    holds the calls it had; outlier detection leaves it out well before the
+    2 s timeout, and its idempotent calls go elsewhere."""
+    group, proxy = proxied
+    result = _proxied_run(group, idempotent, lambda: proxy.stall())
+    if idempotent:
+        assert result.errors == {}, result.errors
+    else:
+        assert set(result.errors) == {"TIMEOUT COMPLETED_MAYBE"}, result.errors
+        assert result.failed <= PROXIED_CALLERS // 3 + 10, result.errors
+    before = result.rate(FAULT_AT - 1.0, FAULT_AT)
+    during = result.rate(FAULT_AT + 0.5, FAULT_AT + 1.5)
+    assert before > 0 and during > 0.3 * before, (before, during, result.bins)
+
+
+def test_a_lone_idempotent_caller_leaves_a_stalled_member_before_its_timeout(proxied: tuple[IOR, Proxy]) -> None:
+    """One caller, so no other call's placement notices the stall: the client's
+    own check on a timer ejects the member and re-sends the call."""
+    group, proxy = proxied
+    result = _proxied_run(group, True, lambda: proxy.stall(), callers=1)
+    assert result.errors == {}, result.errors
+    # Calls went on within the 2 s timeout after the stall: no gap of a whole timeout.
+    after = result.bins[int(FAULT_AT / result.bin):]
+    gap = max(len(list(run)) for zero, run in itertools.groupby(after, key=lambda n: n == 0) if zero) if 0 in after else 0
+    assert gap * result.bin < 1.0, after

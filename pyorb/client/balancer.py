@@ -16,8 +16,9 @@ and picks a member per call:
 A member that refused a connection, lost one or let a call time out is left
 out for a back-off that doubles with each failure in a row (from
 ``BACKOFF_MIN`` up to ``BACKOFF_MAX`` seconds), then takes one call at a
-time until it answers (a probe); each answer shortens its next back-off, and
-a connection that opens clears it.  When every member is backing off,
+time until it answers (a probe); each answer shortens its next back-off.  A
+connection that opens does not end a back-off: in front of a proxy, or of
+a host that accepts and then stalls, it proves nothing.  When every member is backing off,
 calls still go to them (the least recently failed first) rather than fail
 without trying.
 
@@ -192,6 +193,26 @@ class Balancer:
             latency = sum(self._latency.values()) / len(self._latency)
         return now - max(sent, self._last_reply.get(endpoint, sent)), latency
 
+    def sweep(self) -> bool:
+        """Eject the members that stopped answering (checked on a timer, for
+        when no call is being placed); whether any member still owes calls."""
+        now = self._clock()
+        down = self._down_until
+        available = sum(1 for m in self.members if down.get(m.endpoint, 0.0) <= now)
+        owing = False
+        for member in self.members:
+            endpoint = member.endpoint
+            if not self._pending(endpoint):
+                continue
+            owing = True
+            if down.get(endpoint, 0.0) > now or self.detection is None:
+                continue
+            if (available > 1 or endpoint in self._probing) and self._is_outlier(endpoint, now):
+                if endpoint not in self._probing:
+                    available -= 1
+                self._eject(endpoint)
+        return owing
+
     def _eject(self, endpoint: Endpoint) -> None:
         self.failed(endpoint)
         self._ejected(endpoint)
@@ -208,12 +229,6 @@ class Balancer:
         self._failures[endpoint] = count
         self._down_until[endpoint] = now + min(BACKOFF_MIN * 2 ** (count - 1), BACKOFF_MAX)
         self._probing.add(endpoint)
-
-    def succeeded(self, endpoint: Endpoint) -> None:
-        """A connection to ``endpoint`` opened: it is healthy again."""
-        if self._failures.pop(endpoint, None) is not None:
-            self._down_until.pop(endpoint, None)
-        self._probing.discard(endpoint)
 
     def replied(self, endpoint: Endpoint, sent: float) -> None:
         """``endpoint`` answered a call sent at ``sent`` (on the clock): its

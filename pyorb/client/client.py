@@ -80,6 +80,7 @@ class Client:
         self._deadlines_loop: asyncio.AbstractEventLoop | None = None
         self._connecting: dict[Endpoint, asyncio.Future[ClientConnection]] = {}
         self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
+        self._sweeping: asyncio.TimerHandle | None = None  # outlier detection's timer, while group calls are out
         self._closed = False
         ensure_orb()
 
@@ -193,6 +194,8 @@ class Client:
             inv.member = (balancer, member.endpoint)
             inv.sent_at = time.monotonic()  # the balancer's clock: the member's latency and oldest call
             route = member
+            if self._sweeping is None and self.outlier_detection is not None:
+                self._sweeping = asyncio.get_running_loop().call_later(self._sweep_interval, self._sweep)
         conn = self._conns.get(route.endpoint)
         if conn is not None and conn.is_open:
             conn.start(inv, route)
@@ -279,9 +282,9 @@ class Client:
             else:
                 reason = tls_reason(exc)
             raise errors.connect_failure(endpoint, reason) from None
+        # A group member backing off stays so until it answers a call: a
+        # connection that opens (a proxy in front of it, say) proves little.
         self._conns[endpoint] = conn
-        for balancer in self._balancers.values():
-            balancer.succeeded(endpoint)
         return conn
 
     @property
@@ -305,6 +308,18 @@ class Client:
         """Calls awaiting replies (or a connection) to ``endpoint``: what ``least_pending`` compares."""
         conn = self._conns.get(endpoint)
         return (len(conn.pending) if conn is not None else 0) + len(self._queued.get(endpoint, ()))
+
+    @property
+    def _sweep_interval(self) -> float:
+        assert self.outlier_detection is not None
+        return max(self.outlier_detection.floor / 2, 0.01)
+
+    def _sweep(self) -> None:
+        """Outlier detection between calls: a member can stall while no call is being placed."""
+        self._sweeping = None
+        owing = [balancer.sweep() for balancer in list(self._balancers.values())]
+        if any(owing) and not self._closed:
+            self._sweeping = asyncio.get_running_loop().call_later(self._sweep_interval, self._sweep)
 
     def _oldest_on(self, endpoint: Endpoint) -> float | None:
         """When the oldest call awaiting a reply from ``endpoint`` was sent (None without one)."""
@@ -334,6 +349,9 @@ class Client:
     async def close(self) -> None:
         """Close every connection; calls still pending fail with COMM_FAILURE."""
         self._closed = True
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            self._sweeping = None
         conns = list(self._conns.values())
         self._conns.clear()
         for conn in conns:

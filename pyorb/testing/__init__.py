@@ -9,6 +9,8 @@
   omniORBpy process serving or calling user code.
 * :mod:`pyorb.testing.groupload`: closed-loop calls through an object
   group that account for every call (ok, failed, lost, answered twice).
+* :mod:`pyorb.testing.toxiproxy`: a toxiproxy server on loopback, its
+  proxies and their faults (latency, bandwidth, resets, stalls).
 * :mod:`pyorb.testing.plugin`: the pytest plugin (entry point ``pyorb``).
 
 Nothing in the library imports this package.  Importing it is cheap: the
