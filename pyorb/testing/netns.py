@@ -126,6 +126,21 @@ class Network:
             _run("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
             _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
 
+    def partition(self, host: str) -> None:
+        """Cut ``host`` off the network: its link goes down, so what is sent
+        to it or from it is dropped without a word (no reset, no refusal),
+        and its connections stay open on both ends until :meth:`heal`."""
+        self._link(host, "down")
+
+    def heal(self, host: str) -> None:
+        """Bring ``host``'s link back up after :meth:`partition`."""
+        self._link(host, "up")
+
+    def _link(self, host: str, state: str) -> None:
+        if host not in self.addresses:
+            raise KeyError(f"no host {host!r} in this network")
+        _run("ip", "netns", "exec", self.namespace(host), "ip", "link", "set", "eth0", state)
+
     def command(self, host: str, argv: Sequence[str]) -> list[str]:
         """``argv`` run in ``host``: its namespace, its host name."""
         if host not in self.addresses:
