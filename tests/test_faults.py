@@ -76,9 +76,9 @@ def test_a_stalled_replica_holds_only_the_callers_it_had(replicas: list[ServerPr
     result = _stalled_run(replicas, idempotent=False)
     _check_accounting(result)
     assert set(result.errors) <= {"TIMEOUT COMPLETED_MAYBE"}, result.errors
-    # The callers stuck on it time out once each (about 20, a few more
-    # before it is passed over), plus at most a back-off probe.
-    assert 0 < result.failed <= CALLERS // 3 + 15, result.errors
+    # The callers stuck on it time out once each: about 20, more before it is
+    # passed over (on a loaded machine, up to about 35), and a back-off probe.
+    assert 0 < result.failed <= CALLERS // 3 + 20, result.errors
     before = result.rate(STALL_AT - 1.0, STALL_AT)
     during = result.rate(STALL_AT + 0.5, STALL_AT + 1.5)  # well before the 2 s timeout
     assert before > 0 and during > 0.3 * before, (before, during, result.bins)
@@ -258,3 +258,16 @@ def test_a_lone_idempotent_caller_leaves_a_stalled_member_before_its_timeout(pro
     after = result.bins[int(FAULT_AT / result.bin):]
     gap = max(len(list(run)) for zero, run in itertools.groupby(after, key=lambda n: n == 0) if zero) if 0 in after else 0
     assert gap * result.bin < 1.0, after
+
+
+def test_the_stall_ab_benchmark_prints_its_table() -> None:
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "loadtests" / "stall_ab.py"
+    done = subprocess.run([sys.executable, str(script), "--repeats", "1", "--callers", "12", "--stall-at", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| on ", "| off "))]
+    assert [row.split("|")[1:3] for row in rows] == [[" off ", " no "], [" off ", " yes "], [" on ", " no "],
+                                                      [" on ", " yes "]], done.stdout

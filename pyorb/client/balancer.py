@@ -7,8 +7,9 @@ and picks a member per call:
 * ``round_robin``: the members in turn, passing over a member that holds
   far more of this client's pending calls than the others (more than
   ``skew`` times their mean, plus two) and has answered nothing for longer
-  than its recent latency: a replica that stopped answering, before
-  outlier detection (below) is sure of it;
+  than its usual round trip (recent mean plus two mean deviations): a
+  replica that stopped answering, before outlier detection (below) is sure
+  of it;
 * ``least_pending``: the member with the fewest calls awaiting replies on
   the client's connection (ties in turn), so a slow or stalled replica gets
   fewer calls: what an AMH middle tier wants in front of its sinks.
@@ -58,7 +59,8 @@ class OutlierDetection:
     ``weight`` is the share of each new round trip in the mean.
     ``skew``: round robin passes over a member holding more than ``skew``
     times the other members' mean of pending calls, plus two, that has
-    answered nothing for longer than its latency.
+    answered nothing for longer than its mean round trip plus two mean
+    deviations.
     """
 
     multiple: float = 5.0
@@ -160,10 +162,10 @@ class Balancer:
             if mine <= self.detection.skew * others + 2:
                 return chosen
             # A member that has not answered yet (still connecting, say) keeps its turn.
-            # Piling up, yet answering as fast as usual (TCP's retransmission
-            # bound: mean round trip plus four deviations) keeps its turn.
+            # Piling up, yet answering as fast as usual (within its mean round
+            # trip plus two deviations, as TCP bounds a round trip) keeps its turn.
             silent = self._silent(chosen.endpoint, self._clock(), own=True)
-            if silent is None or silent[0] <= silent[1] + 4 * self._spread.get(chosen.endpoint, 0.0):
+            if silent is None or silent[0] <= silent[1] + 2 * self._spread.get(chosen.endpoint, 0.0):
                 return chosen
             self._turn += 1
             return candidates[self._turn % n]
