@@ -16,7 +16,7 @@ import itertools
 import os
 import signal
 import sys
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 from omniORB import CORBA
@@ -98,26 +98,19 @@ def test_idempotent_calls_leave_a_stalled_replica_without_failing(replicas: list
 def test_outlier_detection_rejects_nonsense() -> None:
     for bad in ({"multiple": 0.5}, {"floor": -1.0}, {"weight": 0.0}, {"skew": 0.9}):
         with pytest.raises(ValueError, match="outlier detection needs"):
-            OutlierDetection(**bad)  # type: ignore[arg-type]
+            OutlierDetection(**bad)
 
 
-class Refusing(Bench__POA.Sink):  # type: ignore[misc]
-    """A replica that answers every call with ``failure`` (counting them) instead of running it."""
+class Counting(Bench__POA.Sink):  # type: ignore[misc]
+    """A replica that counts the calls it gets and answers them, or with ``failure`` if given."""
 
-    def __init__(self, failure: CORBA.SystemException) -> None:
+    def __init__(self, failure: CORBA.SystemException | None = None) -> None:
         self.failure, self.calls = failure, 0
 
     def work(self, token: int) -> int:
         self.calls += 1
-        raise self.failure
-
-
-class Counting(Bench__POA.Sink):  # type: ignore[misc]
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def work(self, token: int) -> int:
-        self.calls += 1
+        if self.failure is not None:
+            raise self.failure
         return token
 
 
@@ -127,7 +120,7 @@ def _through_refusing_member(failure: CORBA.SystemException, idempotent: bool) -
 
     async def run() -> tuple[list[object], int, int]:
         async with pyorb.Server() as bad_server, pyorb.Server() as good_server:
-            bad, good = Refusing(failure), Counting()
+            bad, good = Counting(failure), Counting()
             members = [IOR.from_string(bad_server.ior(bad_server.activate(bad, "Sink"))),
                        IOR.from_string(good_server.ior(good_server.activate(good, "Sink")))]
             async with pyorb.Client(pyorb.Config(call_timeout=10)) as client:
@@ -190,11 +183,11 @@ def proxied(toxiproxy: Toxiproxy, replicas: list[ServerProcess]) -> Iterator[tup
         toxiproxy.request("DELETE", f"/proxies/{proxy.name}")
 
 
-def _proxied_run(group: IOR, idempotent: bool, fault: object = None, seconds: float = FAULT_AT + 2.5,
+def _proxied_run(group: IOR, idempotent: bool, fault: Callable[[], object] | None = None, seconds: float = FAULT_AT + 2.5,
                  callers: int = PROXIED_CALLERS) -> LoadResult:
     events = [(FAULT_AT, fault)] if fault is not None else []
     result = asyncio.run(run(group, seconds, callers, TIMEOUT, idempotent=idempotent,
-                             events=events))  # type: ignore[list-item]
+                             events=events))
     _check_accounting(result)
     assert result.ok > 0, result
     return result

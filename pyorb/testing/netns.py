@@ -44,6 +44,18 @@ def missing() -> str | None:
     return None
 
 
+def require() -> None:
+    """For a test: skip it if namespaces cannot be made here, fail it on CI
+    (which runs as root, so there it must not skip)."""
+    import pytest
+
+    reason = missing()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs as root, yet: {reason}")
+        pytest.skip(reason)
+
+
 def reap_stale() -> None:
     """Remove what networks of processes that no longer exist left behind (a
     test run killed with SIGKILL cannot clean up after itself)."""
