@@ -161,9 +161,9 @@ class Balancer:
             others = (sum(counts) - mine) / (n - 1)
             if mine <= self.detection.skew * others + 2:
                 return chosen
-            # A member that has not answered yet (still connecting, say) keeps its turn.
-            # Piling up, yet answering as fast as usual (within its mean round
-            # trip plus two deviations, as TCP bounds a round trip) keeps its turn.
+            # It keeps its turn if it has not answered yet (still connecting,
+            # say), or is piling up yet answering as fast as usual: within its
+            # mean round trip plus two deviations, as TCP bounds a round trip.
             silent = self._silent(chosen.endpoint, self._clock(), own=True)
             if silent is None or silent[0] <= silent[1] + 2 * self._spread.get(chosen.endpoint, 0.0):
                 return chosen
