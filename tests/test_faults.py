@@ -264,3 +264,54 @@ def test_the_stall_ab_benchmark_prints_its_table() -> None:
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| on ", "| off "))]
     assert [row.split("|")[1:3] for row in rows] == [[" off ", " no "], [" off ", " yes "], [" on ", " no "],
                                                       [" on ", " yes "]], done.stdout
+
+
+# -- the balancer's rules, on a clock the test moves -----------------------------------
+
+
+class Members:
+    """Two members' pending calls as a client would report them, on a clock the test sets."""
+
+    def __init__(self) -> None:
+        from pyorb.client.calls import route_for
+
+        group = group_ior([build_ior("IDL:Bench/Sink:1.0", "127.0.0.1", port, b"Sink") for port in (5001, 5002)],
+                          GroupComponent("pyorb-faults", 99))
+        route = route_for(group, (1, 2))
+        assert route is not None and route.group is not None
+        self.now = 100.0
+        self.sent: dict[object, list[float]] = {m.endpoint: [] for m in route.group.members}
+        self.ejected: list[int] = []
+        from pyorb.client.balancer import Balancer
+
+        self.balancer = Balancer(route.group, "round_robin", lambda e: len(self.sent[e]), lambda: self.now,
+                                 detection=OutlierDetection(), oldest=lambda e: min(self.sent[e], default=None),
+                                 ejected=lambda e: self.ejected.append(e.port))
+        self.a, self.b = (m.endpoint for m in route.group.members)
+
+    def answer(self, endpoint: object, after: float) -> None:
+        """A call to ``endpoint`` sent now and answered ``after`` seconds later."""
+        self.balancer.replied(endpoint, self.now - after)  # type: ignore[arg-type]
+
+
+def test_the_last_member_answering_is_never_ejected_and_back_off_grows_then_shrinks() -> None:
+    m = Members()
+    for _ in range(5):
+        m.answer(m.a, 0.01)
+        m.answer(m.b, 0.01)
+    m.sent[m.a].append(m.now)
+    m.sent[m.b].append(m.now)
+    m.now += 0.5  # both silent for far longer than max(0.2, 5 x 10 ms)
+    m.balancer.sweep()
+    assert m.ejected == [5001]  # one of them; the other is all that is left
+    assert m.balancer.is_down(m.a) and not m.balancer.is_down(m.b)
+    m.now += 0.3  # past the first back-off (0.25 s): one probe at a time, and it is still stalled
+    m.balancer.sweep()
+    assert m.ejected == [5001, 5001] and m.balancer.is_down(m.a)
+    m.now += 0.3  # the second back-off is 0.5 s: still out
+    assert m.balancer.is_down(m.a)
+    m.sent[m.a].clear()  # the stalled calls timed out
+    m.now += 0.3
+    assert not m.balancer.is_down(m.a) and m.balancer.pick() is not None
+    m.answer(m.a, 0.01)  # the probe came back: a member again, its next back-off shorter
+    assert not m.balancer.is_down(m.a)

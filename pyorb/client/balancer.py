@@ -200,7 +200,8 @@ class Balancer:
         when no call is being placed); whether any member still owes calls."""
         now = self._clock()
         down = self._down_until
-        available = sum(1 for m in self.members if down.get(m.endpoint, 0.0) <= now)
+        # Members taking calls: a probing one is not, so it never counts as the last.
+        available = sum(1 for m in self.members if down.get(m.endpoint, 0.0) <= now and m.endpoint not in self._probing)
         owing = False
         for member in self.members:
             endpoint = member.endpoint
