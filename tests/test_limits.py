@@ -211,6 +211,38 @@ async def test_graceful_close_finishes_requests_in_flight(serve: Any, clients: A
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("loop_factory", [asyncio.SelectorEventLoop, asyncio.new_event_loop], ids=["asyncio", "default"])
+async def test_a_connection_the_server_had_not_accepted_when_close_began_is_told_to_retry(
+    loop_factory: Any, clients: Any
+) -> None:
+    """A client that connected and sent its call while the server's loop was busy, right before
+    close(): the server has accepted nothing yet (the kernel has), so its listener's close would
+    reset the connection or leave it unread; it gets CloseConnection instead, and its call fails
+    as never started (TRANSIENT, completed NO), not as one that may have run, nor by its timeout."""
+    with LoopThread(loop_factory) as lt:
+        async def start() -> tuple[pyorb.Server, str]:
+            server = pyorb.Server()
+            await server.start()
+            return server, server.corbaloc(server.activate(HeldSink(), "sink"))
+
+        server, ref = lt.run(start())
+        closing: list[asyncio.Task[None]] = []
+
+        def busy_then_close() -> None:
+            time.sleep(0.5)  # the loop accepts nothing meanwhile
+            closing.append(asyncio.ensure_future(server.close(grace=1.0)))
+
+        lt.loop.call_soon_threadsafe(busy_then_close)
+        (client,) = clients(1)
+        await asyncio.sleep(0.1)
+        with pytest.raises(CORBA.TRANSIENT) as info:
+            await client.resolve(ref, Bench.Sink).work(0, timeout=5.0)
+        assert info.value.completed == CORBA.COMPLETED_NO
+        await until(lambda: bool(closing) and closing[0].done())
+        assert not server.connections
+
+
+@pytest.mark.asyncio
 async def test_close_gives_up_after_the_grace_period(serve: Any, clients: Any) -> None:
     sink = HeldSink()
     running = serve()

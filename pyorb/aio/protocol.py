@@ -59,6 +59,10 @@ BATCH = 64
 """Messages of one connection handled per event-loop turn before the other connections get theirs."""
 
 
+LINGER = 2.0
+"""Seconds an orderly close waits for the peer to close its side before closing anyway."""
+
+
 class GIOPProtocol(asyncio.Protocol):
     """Feeds an asyncio transport into a :class:`GIOPConnection`.
 
@@ -135,6 +139,8 @@ class GIOPProtocol(asyncio.Protocol):
         self.is_open = not self._closing
 
     def data_received(self, data: bytes) -> None:
+        if self._closing:  # lingering after an orderly close: read only to let the peer finish
+            return
         self.last_activity = self.loop.time()
         self.core.receive_data(data)
         self._process()
@@ -429,6 +435,36 @@ class GIOPProtocol(asyncio.Protocol):
         self.transport.close()
         if self._write_timer is None and self.transport.get_write_buffer_size():
             self._write_timer = self.loop.call_later(self.config.write_timeout, self._write_timed_out)
+
+    def close_after_peer(self, linger: float = LINGER) -> None:
+        """Flush, end our side (FIN), and close once the peer ends its side too,
+        or after ``linger`` seconds: an orderly release.
+
+        Closing a socket while the peer's bytes are still unread makes the
+        kernel reset the connection and discard output it has not sent yet, so
+        the last message (a CloseConnection) may never arrive and the peer
+        reports a broken connection instead.  What the peer sends meanwhile is
+        read and dropped.  Where the transport cannot end one side (TLS), this
+        is :meth:`close`.
+        """
+        transport = self.transport
+        if self._closing or transport is None:
+            return
+        if self.write_paused or not transport.can_write_eof():
+            self.close()
+            return
+        self._flush()
+        self._close_direct(flush=True)
+        self._closing = True
+        self.is_open = False
+        self._cancel_read_timer()
+        transport.write_eof()
+        transport.resume_reading()
+        self.loop.call_later(linger, self._linger_over)
+
+    def _linger_over(self) -> None:
+        if not self._lost and self.transport is not None:
+            self.transport.close()
 
     async def wait_closed(self) -> None:
         """Return once the transport is gone (``connection_lost`` ran)."""

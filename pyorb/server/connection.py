@@ -101,6 +101,8 @@ class ServerConnection(GIOPProtocol):
         if self._refuse:
             self.load.refused(self.peer)
             self.close_idle()
+        elif self.draining:  # made while its server closes
+            self.close_idle()
 
     @property
     def peer_certificate(self) -> dict[str, Any] | None:
@@ -477,7 +479,7 @@ class ServerConnection(GIOPProtocol):
         """Tell the client that no request is lost (CloseConnection), then close."""
         if self.is_open:
             self.send(self.core.send(CloseConnection(self._version)))
-            self.close()
+            self.close_after_peer()
 
     def closed(self, exc: BaseException | None) -> None:
         # Calls still queued for a thread never run: nobody would read their

@@ -262,6 +262,7 @@ class Server:
         self._owns_client = client is None
         self._convert = self._to_proxy if objref_converter is None else _with_static_type(objref_converter)
         self._started = False
+        self._closing = False  # close() has begun: a connection made now is turned away at once
         self._sweeper: asyncio.Task[None] | None = None
         self._inbox: ReplyInbox | None = None
         self.connections: set[ServerConnection] = set()
@@ -334,8 +335,34 @@ class Server:
                                     self._inbox, refuse=True)
         conn = ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
                                 reference=self._full_ior)
+        conn.draining = self._closing  # CloseConnection once it is made: its client retries elsewhere
         self.connections.add(conn)
         return conn
+
+    async def _turn_away_backlog(self) -> None:
+        """Accept what the kernel already accepted for us, to send it CloseConnection.
+
+        Closing a listening socket resets the connections still in its accept
+        queue; their clients may already have sent requests and could only
+        report COMM_FAILURE, completed MAYBE.  Accepted here and turned away
+        (the server is closing), they retry elsewhere instead."""
+        loop = asyncio.get_running_loop()
+        accepted: list[socket.socket] = []
+        for listener in self._listeners:
+            for listening in listener.sockets:
+                with socket.socket(fileno=os.dup(listening.fileno())) as dup:
+                    dup.setblocking(False)
+                    while True:
+                        try:
+                            sock, _ = dup.accept()
+                        except OSError:  # nothing more waiting (BlockingIOError), or the socket is gone
+                            break
+                        accepted.append(sock)
+        for sock in accepted:
+            try:
+                await loop.connect_accepted_socket(self._make_connection, sock)
+            except OSError:
+                sock.close()
 
     def _new_tls_connection(self) -> ServerConnection | None:
         assert self._inbox is not None
@@ -377,6 +404,8 @@ class Server:
         """
         if not self._started:
             return
+        self._closing = True
+        await self._turn_away_backlog()
         for listener in self._listeners:
             listener.close()
         for tls_listener in self._tls_listeners:
@@ -396,6 +425,10 @@ class Server:
                     task.cancel()
                 conn.close()
         await asyncio.gather(*(c.wait_closed() for c in conns))
+        # Connections accepted while closing began close themselves with CloseConnection.
+        late = [asyncio.ensure_future(c.wait_closed()) for c in self.connections]
+        if late:
+            await asyncio.wait(late, timeout=1.0)
         for listener in self._listeners:
             await listener.wait_closed()
         for tls_listener in self._tls_listeners:
