@@ -194,3 +194,20 @@ class CDRWriter:
 
     def getvalue(self) -> bytes:
         return bytes(self.buf)
+
+
+def open_encapsulation(data: bytes, what: str) -> CDRReader:
+    """A reader over an encapsulation's content, in its declared byte order
+    (:class:`ProtocolError` naming ``what`` if it is empty or its flag is bad)."""
+    if not data:
+        raise ProtocolError(f"{what}: empty encapsulation")
+    if data[0] > 1:
+        raise ProtocolError(f"{what}: bad byte-order flag {data[0]}")
+    return CDRReader(data, little_endian=data[0] == 1, pos=1)
+
+
+def new_encapsulation(little_endian: bool) -> CDRWriter:
+    """A writer whose first byte is already the byte-order flag."""
+    w = CDRWriter(little_endian)
+    w.octet(1 if little_endian else 0)
+    return w

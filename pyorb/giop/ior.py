@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Sequence, Union
 
-from pyorb.giop.cdr import CDRReader, CDRWriter
+from pyorb.giop.cdr import CDRReader, CDRWriter, new_encapsulation, open_encapsulation
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import SC_CODE_SETS, ServiceContext
 
@@ -92,25 +92,6 @@ def code_set_name(code_set: int) -> str:
     return CODE_SET_NAMES.get(code_set, f"0x{code_set:08x}")
 
 
-# --- encapsulation helpers -----------------------------------------------------
-
-
-def _open_encapsulation(data: bytes, what: str) -> CDRReader:
-    """A reader over an encapsulation's content, in its declared byte order."""
-    if not data:
-        raise ProtocolError(f"{what}: empty encapsulation")
-    if data[0] > 1:
-        raise ProtocolError(f"{what}: bad byte-order flag {data[0]}")
-    return CDRReader(data, little_endian=data[0] == 1, pos=1)
-
-
-def _new_encapsulation(little_endian: bool) -> CDRWriter:
-    """A writer whose first byte is already the byte-order flag."""
-    w = CDRWriter(little_endian)
-    w.octet(1 if little_endian else 0)
-    return w
-
-
 # --- components ----------------------------------------------------------------
 
 
@@ -150,7 +131,7 @@ class CodeSetsInfo:
 
     def encode(self, little_endian: bool = True) -> bytes:
         """The component data (an encapsulation)."""
-        w = _new_encapsulation(little_endian)
+        w = new_encapsulation(little_endian)
         self.char._write(w)
         self.wchar._write(w)
         return w.getvalue()
@@ -158,7 +139,7 @@ class CodeSetsInfo:
     @classmethod
     def decode(cls, data: bytes) -> CodeSetsInfo:
         """Parse component data; :class:`ProtocolError` when malformed."""
-        r = _open_encapsulation(data, "TAG_CODE_SETS")
+        r = open_encapsulation(data, "TAG_CODE_SETS")
         return cls(CodeSetComponent._read(r), CodeSetComponent._read(r))
 
     def to_component(self, little_endian: bool = True) -> TaggedComponent:
@@ -176,7 +157,7 @@ omniORB refuses to marshal wstring)."""
 
 def orb_type_component(orb_type: int, little_endian: bool = True) -> TaggedComponent:
     """A TAG_ORB_TYPE component (an encapsulated ulong)."""
-    w = _new_encapsulation(little_endian)
+    w = new_encapsulation(little_endian)
     w.ulong(orb_type)
     return TaggedComponent(TAG_ORB_TYPE, w.getvalue())
 
@@ -185,7 +166,7 @@ def alternate_address_component(
     host: str, port: int, little_endian: bool = True
 ) -> TaggedComponent:
     """A TAG_ALTERNATE_IIOP_ADDRESS component (encapsulated host and port)."""
-    w = _new_encapsulation(little_endian)
+    w = new_encapsulation(little_endian)
     w.string(host)
     w.ushort(port)
     return TaggedComponent(TAG_ALTERNATE_IIOP_ADDRESS, w.getvalue())
@@ -213,7 +194,7 @@ class SSLComponent:
         return bool(self.target_requires & ESTABLISH_TRUST_IN_CLIENT)
 
     def to_component(self, little_endian: bool = True) -> TaggedComponent:
-        w = _new_encapsulation(little_endian)
+        w = new_encapsulation(little_endian)
         w.ushort(self.target_supports)
         w.ushort(self.target_requires)
         w.ushort(self.port)
@@ -221,7 +202,7 @@ class SSLComponent:
 
     @classmethod
     def decode(cls, data: bytes) -> SSLComponent:
-        r = _open_encapsulation(data, "TAG_SSL_SEC_TRANS")
+        r = open_encapsulation(data, "TAG_SSL_SEC_TRANS")
         return cls(r.ushort(), r.ushort(), r.ushort())
 
 
@@ -252,7 +233,7 @@ class GroupComponent:
     version: int = 1
 
     def to_component(self, little_endian: bool = True) -> TaggedComponent:
-        w = _new_encapsulation(little_endian)
+        w = new_encapsulation(little_endian)
         w.octet(1)  # component_version: GIOP::Version 1.0
         w.octet(0)
         w.string(self.domain)
@@ -262,7 +243,7 @@ class GroupComponent:
 
     @classmethod
     def decode(cls, data: bytes) -> GroupComponent:
-        r = _open_encapsulation(data, "TAG_FT_GROUP")
+        r = open_encapsulation(data, "TAG_FT_GROUP")
         r.octet()
         r.octet()
         return cls(r.string(), r.ulonglong(), r.ulong())
@@ -324,7 +305,7 @@ class IIOPProfile:
     def orb_type(self) -> int | None:
         """The TAG_ORB_TYPE value; :class:`ProtocolError` if malformed."""
         c = self.component(TAG_ORB_TYPE)
-        return None if c is None else _open_encapsulation(c.data, "TAG_ORB_TYPE").ulong()
+        return None if c is None else open_encapsulation(c.data, "TAG_ORB_TYPE").ulong()
 
     @property
     def alternate_addresses(self) -> tuple[tuple[str, int], ...]:
@@ -347,7 +328,7 @@ class IIOPProfile:
 
     def body(self) -> bytes:
         """The profile body (an encapsulation in ``little_endian`` order)."""
-        w = _new_encapsulation(self.little_endian)
+        w = new_encapsulation(self.little_endian)
         w.octet(self.version[0])
         w.octet(self.version[1])
         w.string(self.host)
@@ -365,7 +346,7 @@ Profile = Union[IIOPProfile, TaggedProfile]
 
 
 def _read_address(data: bytes) -> tuple[str, int]:
-    r = _open_encapsulation(data, "TAG_ALTERNATE_IIOP_ADDRESS")
+    r = open_encapsulation(data, "TAG_ALTERNATE_IIOP_ADDRESS")
     host = r.string()
     return host, r.ushort()
 
@@ -378,7 +359,7 @@ def _read_component(r: CDRReader) -> TaggedComponent:
 def _decode_profile(tag: int, data: bytes) -> Profile:
     if tag != TAG_INTERNET_IOP:
         return TaggedProfile(tag, data)
-    r = _open_encapsulation(data, "IIOP profile")
+    r = open_encapsulation(data, "IIOP profile")
     major, minor = r.octet(), r.octet()
     if major != 1:
         # A future IIOP whose layout we cannot know: keep it untouched.
@@ -455,14 +436,14 @@ class IOR:
 
     def to_bytes(self) -> bytes:
         """The IOR as an encapsulation (what ``IOR:`` hex-encodes)."""
-        w = _new_encapsulation(self.little_endian)
+        w = new_encapsulation(self.little_endian)
         self.encode(w)
         return w.getvalue()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> IOR:
         """Inverse of :meth:`to_bytes` (trailing bytes are ignored, as omniORB does)."""
-        return cls.decode(_open_encapsulation(data, "IOR"))
+        return cls.decode(open_encapsulation(data, "IOR"))
 
     def to_string(self) -> str:
         """The stringified form, ``IOR:`` followed by lower-case hex."""
@@ -801,7 +782,7 @@ def _select(
 
 def code_sets_context(tcs_c: int, tcs_w: int, little_endian: bool = True) -> ServiceContext:
     """The CodeSets service context (CONV_FRAME::CodeSetContext) a client sends."""
-    w = _new_encapsulation(little_endian)
+    w = new_encapsulation(little_endian)
     w.ulong(tcs_c)
     w.ulong(tcs_w)
     return ServiceContext(SC_CODE_SETS, w.getvalue())
@@ -809,7 +790,7 @@ def code_sets_context(tcs_c: int, tcs_w: int, little_endian: bool = True) -> Ser
 
 def parse_code_sets_context(data: bytes) -> tuple[int, int]:
     """(TCS-C, TCS-W) from CodeSets service context data; :class:`ProtocolError` if malformed."""
-    r = _open_encapsulation(data, "CodeSets service context")
+    r = open_encapsulation(data, "CodeSets service context")
     return r.ulong(), r.ulong()
 
 

@@ -55,6 +55,7 @@ SYNC_NONE = 0  # oneway: no reply
 SYNC_WITH_TARGET = 3  # two-way: a reply is expected
 # Service context ids pyorb understands.
 SC_CODE_SETS = 1
+SC_INVOCATION_POLICIES = 7  # CORBA Messaging: a call's timing policies (pyorb.giop.policies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,7 @@ __all__ = [
     "GIOP_1_2",
     "NEED_DATA",
     "SC_CODE_SETS",
+    "SC_INVOCATION_POLICIES",
     "SUPPORTED_VERSIONS",
     "SYNC_NONE",
     "SYNC_WITH_TARGET",
