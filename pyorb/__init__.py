@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyorb.config import Config as Config
     from pyorb.giop.errors import ProtocolError as ProtocolError
     from pyorb.idl import compile_idl as compile_idl, load_idl as load_idl
+    from pyorb.request_context import RequestContext as RequestContext, current as current
     from pyorb.server.admission import AdmissionPolicy as AdmissionPolicy
     from pyorb.server.strategies import EventLoopStrategy as EventLoopStrategy
     from pyorb.server.server import Server as Server
@@ -34,10 +35,12 @@ _EXPORTS = {
     "ObjectRef": "pyorb.client.proxy",
     "Poller": "pyorb.client.proxy",
     "ProtocolError": "pyorb.giop.errors",
+    "RequestContext": "pyorb.request_context",
     "ResponseHandler": "pyorb.server.servant",
     "Server": "pyorb.server.server",
     "amh_skeleton": "pyorb.server.servant",
     "compile_idl": "pyorb.idl",
+    "current": "pyorb.request_context",
     "load_idl": "pyorb.idl",
 }
 

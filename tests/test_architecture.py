@@ -24,14 +24,15 @@ ALLOWED: dict[str, set[str]] = {
     "pyorb.idl.compiler": {"pyorb.marshal", "pyorb.marshal.layout", "pyorb.giop"},
     "pyorb.idl.model": set(),
     "pyorb.tls": set(),
+    "pyorb.request_context": set(),
     "pyorb.interceptors": {"pyorb.giop", "pyorb.tls"},
     "pyorb.aio": {"pyorb.giop", "pyorb.config"},
     "pyorb.client": {"pyorb.aio", "pyorb.giop", "pyorb.marshal", "pyorb.marshal.layout", "pyorb.config",
-                     "pyorb.tls", "pyorb.interceptors"},
+                     "pyorb.tls", "pyorb.interceptors", "pyorb.request_context"},
     "pyorb.model": set(),
     "pyorb.server.strategies": {"pyorb.server", "pyorb.config", "pyorb.model"},
     "pyorb.server": {"pyorb.aio", "pyorb.giop", "pyorb.marshal", "pyorb.marshal.layout", "pyorb.config",
-                     "pyorb.tls", "pyorb.interceptors",
+                     "pyorb.tls", "pyorb.interceptors", "pyorb.request_context",
                      "pyorb.server.strategies"},
 }
 # Standard-library modules a layer must not import: the core and the models

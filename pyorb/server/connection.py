@@ -7,7 +7,8 @@ import contextvars
 import functools
 import inspect
 import logging
-from time import perf_counter
+import time
+from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import omniORB
@@ -18,6 +19,8 @@ from pyorb.aio.protocol import GIOPProtocol
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import Role
 from pyorb.giop.detail import exception_detail_context, key_text
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.policies import request_timeouts
 from pyorb.giop.ior import CHAR_CONVERSIONS, IOR, code_set_name
 from pyorb.giop.messages import (
     GIOP_1_0,
@@ -34,6 +37,7 @@ from pyorb.giop.messages import (
 )
 from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
+from pyorb.request_context import SERVING
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
 from pyorb.server.dispatch import Call, servant_raised
 from pyorb.server.load import ServerLoad
@@ -171,17 +175,22 @@ class ServerConnection(GIOPProtocol):
         self._version = req.version
         route.stats.started += 1  # loop thread only
         expected = req.response_expected
-        if route.inline and expected and info is None and req.version == GIOP_1_2:
+        deadline = self._client_deadline(req) if req.service_contexts else None
+        if route.inline and expected and info is None and req.version == GIOP_1_2 and deadline is None:
             self._answer_inline(found.servant, route, args, req)
             return
+        limit = route.deadline
+        if limit is not None:  # the server's own deadline for the operation: the tighter one wins
+            own = monotonic() + limit
+            deadline = own if deadline is None or own < deadline else deadline
         call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
-                    route.stats)
+                    route.stats, req.object_key, deadline)
         if info is not None:
             call.intercepted = info
             call.context = contextvars.copy_context()  # what receive_request set, for any strategy's thread
         self.load.started(self)
-        if route.deadline is not None:
-            call.timer = self.loop.call_later(route.deadline, call.expire)
+        if limit is not None:
+            call.timer = self.loop.call_later(limit, call.expire)
         task = route.strategy.dispatch(call)
         if task is not None and expected:
             rid = req.request_id
@@ -196,6 +205,18 @@ class ServerConnection(GIOPProtocol):
                 self.waiting = {}
             self.waiting[req.request_id] = call
 
+    def _client_deadline(self, req: Request) -> float | None:
+        """The ``time.monotonic()`` deadline the client sent with ``req`` in an
+        INVOCATION_POLICIES context, if any.  A malformed one is ignored (the
+        call runs unbounded, as if the client had sent none), and logged."""
+        try:
+            timeouts = request_timeouts(req.service_contexts)
+        except ProtocolError as exc:
+            log.info("ignoring the malformed INVOCATION_POLICIES context of %s request %d from %s: %s",
+                     req.operation, req.request_id, self.peer, exc.reason)
+            return None
+        return None if timeouts is None else timeouts.deadline(monotonic(), time.time())
+
     def _answer_inline(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request) -> None:
         """What ``Call``, ``run_on_loop`` and ``ReplySink.result`` do for a synchronous
         servant run on the loop thread, in one frame: the per-call path of a reactive
@@ -205,11 +226,14 @@ class ServerConnection(GIOPProtocol):
         :class:`Call`, which owns the error replies and their logging."""
         entry = route.entry
         started = perf_counter()
+        token = SERVING.set(req)  # it has the operation and object key; no deadline, or it would not be here
         try:
             value = getattr(servant, entry.attr)(*args)
         except Exception as exc:
             servant_raised(self._late_call(servant, route, args, req, started), exc)
             return
+        finally:
+            SERVING.reset(token)
         op = entry.op
         le = req.little_endian
         core = self.core
@@ -231,7 +255,7 @@ class ServerConnection(GIOPProtocol):
     def _late_call(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request, started: float) -> Call:
         """The :class:`Call` of a request answered inline whose outcome needs the general way."""
         call = Call(servant, route.entry, args, req.request_id, req.version, req.little_endian, True, self,
-                    route.stats)
+                    route.stats, req.object_key)
         call.queued_at = call.started_at = started
         self.load.started(self)  # the call's settling counts it finished
         return call

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Hashable, Protocol
 
 from omniORB import CORBA
 
 from pyorb.giop.messages import GIOP_1_2, Version
+from pyorb.request_context import SERVING
 from pyorb.server.reply import _TAKE, Channel, ReplySink
 from pyorb.server.servant import OpEntry, ResponseHandler, Style
 from pyorb.server.stats import Gauges, Recorder
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 # Per-call tests read these globals: an enum member read off its class costs
 # several times more in CPython 3.11 (the enum metaclass's attribute lookup).
 _SYNC, _COROUTINE, _AMH = Style.SYNC, Style.COROUTINE, Style.AMH
+_serve, _served = SERVING.set, SERVING.reset  # around servant code: pyorb.current() and deadline propagation
 
 
 class Call(ReplySink):
@@ -38,10 +40,16 @@ class Call(ReplySink):
     (servant code start until the reply is decided) in the :class:`Recorder`
     of its operation under its strategy (which the connection counted as
     started when it made the call).
+
+    ``deadline`` (``time.monotonic()`` seconds, or None) is the tighter of
+    the client's timeout and the operation's deadline on the server: a call
+    that reaches a thread or the servant after it is not started
+    (:meth:`expired_unstarted`).  While servant code runs, the call is
+    :data:`pyorb.request_context.SERVING` (``pyorb.current()`` reads it).
     """
 
     __slots__ = ("servant", "entry", "args", "connection", "stats", "queued_at", "started_at", "coro", "timer",
-                 "context")
+                 "context", "object_key", "deadline")
     coro: Coroutine[Any, Any, Any]  # set only when it runs as a task on the loop
 
     def __init__(
@@ -55,6 +63,8 @@ class Call(ReplySink):
         response_expected: bool,
         channel: Channel,
         stats: Recorder,
+        object_key: bytes = b"",
+        deadline: float | None = None,
     ) -> None:
         # ReplySink.__init__, without its frame (one Call per request)
         self.request_id = request_id
@@ -73,7 +83,14 @@ class Call(ReplySink):
         self.stats = stats
         self.timer: asyncio.TimerHandle | None = None  # the deadline's, cancelled when the call settles
         self.context: contextvars.Context | None = None  # set by server interceptors: servant code runs in it
+        self.object_key = object_key
+        self.deadline = deadline
         self.queued_at = self.started_at = perf_counter()
+
+    @property
+    def operation(self) -> str:
+        """The operation's name on the wire (for :func:`pyorb.current`)."""
+        return self.op.name
 
     def begin(self) -> None:
         """Servant code starts now (the end of the queue wait)."""
@@ -91,6 +108,16 @@ class Call(ReplySink):
                 self._intercepted_outcome(asyncio.CancelledError())
             self._settle()
         self._undelivered()
+
+    def expired_unstarted(self, late: float) -> None:
+        """Its deadline passed ``late`` seconds before servant code could start: it
+        never starts.  The client gets TIMEOUT, completed NO (if it still waits:
+        when the deadline was its own, it has given up and sent CancelRequest)."""
+        why = f"{self.op.name} request {self.request_id} expired {late * 1e3:.1f} ms before it started; not run"
+        if self.expire(CORBA.TIMEOUT(0, CORBA.COMPLETED_NO, why)):
+            log.debug("%s", why)
+            with self.stats.lock:
+                self.stats.expired += 1
 
     def abandon(self) -> None:
         """Its task was cancelled before it ever ran, so the task's own
@@ -154,12 +181,24 @@ def servant_raised(call: Call, exc: BaseException) -> None:
 def run_sync(call: Call) -> None:
     """Run a synchronous servant method in the current thread and reply."""
     call.started_at = perf_counter()  # Call.begin, without its frame
+    token = _serve(call)
     try:
         result = getattr(call.servant, call.entry.attr)(*call.args)
     except Exception as exc:
         servant_raised(call, exc)
         return
+    finally:
+        _served(token)
     call.result(result)
+
+
+def _expired(call: Call, deadline: float) -> bool:
+    """True (and the call answered) if ``deadline``, the call's, has passed."""
+    late = monotonic() - deadline
+    if late < 0:
+        return False
+    call.expired_unstarted(late)
+    return True
 
 
 def run_blocking(call: Call) -> None:
@@ -174,6 +213,9 @@ def run_blocking(call: Call) -> None:
     logging."""
     if call.done:  # cancelled (CancelRequest) while it waited for a thread: never run
         return
+    deadline = call.deadline
+    if deadline is not None and _expired(call, deadline):
+        return
     context = call.context
     if context is not None:  # what the server's interceptors set, on this thread too
         call.context = None
@@ -184,11 +226,14 @@ def run_blocking(call: Call) -> None:
         _run_blocking(call)
         return
     call.started_at = started = perf_counter()
+    token = _serve(call)
     try:
         value = getattr(call.servant, entry.attr)(*call.args)
     except Exception as exc:
         servant_raised(call, exc)
         return
+    finally:
+        _served(token)
     if call.version != GIOP_1_2 or not call.response_expected:
         call.result(value)
         return
@@ -218,9 +263,13 @@ def run_blocking(call: Call) -> None:
 def _run_blocking(call: Call) -> None:
     if call.entry.style is _AMH:
         call.begin()
-        coro = start_amh(call)
-        if coro is not None:  # a plain def that returned a coroutine: it needs the loop
-            call.channel.loop.call_soon_threadsafe(_create_task, call, _run_amh(call, coro))
+        token = _serve(call)
+        try:
+            coro = start_amh(call)
+            if coro is not None:  # a plain def that returned a coroutine: it needs the loop (and this context)
+                call.channel.loop.call_soon_threadsafe(_create_task, call, _run_amh(call, coro))
+        finally:
+            _served(token)
         return
     run_sync(call)
 
@@ -267,20 +316,27 @@ def start_amh(call: Call) -> Coroutine[Any, Any, Any] | None:
 def run_on_loop(call: Call) -> asyncio.Task[None] | None:
     """Run ``call`` on the event loop thread (the caller's): inline if its
     code is synchronous, as a task if it is a coroutine or keeps running."""
+    deadline = call.deadline
+    if deadline is not None and _expired(call, deadline):
+        return None
     style = call.entry.style
     if style is _SYNC:
         run_sync(call)
         return None
-    if style is _COROUTINE:
-        try:
-            coro = getattr(call.servant, call.entry.attr)(*call.args)
-        except Exception as exc:
-            servant_raised(call, exc)
+    token = _serve(call)  # the task copies the context it is made in
+    try:
+        if style is _COROUTINE:
+            try:
+                coro = getattr(call.servant, call.entry.attr)(*call.args)
+            except Exception as exc:
+                servant_raised(call, exc)
+                return None
+            call.coro = coro
+            return call.channel.loop.create_task(_run_coroutine(call, coro))
+        coro = start_amh(call)
+        if coro is None:
             return None
         call.coro = coro
-        return call.channel.loop.create_task(_run_coroutine(call, coro))
-    coro = start_amh(call)
-    if coro is None:
-        return None
-    call.coro = coro
-    return call.channel.loop.create_task(_run_amh(call, coro))
+        return call.channel.loop.create_task(_run_amh(call, coro))
+    finally:
+        _served(token)

@@ -14,8 +14,9 @@ recorded twice).  Families, each labelled by ``operation`` or ``strategy``:
 * ``pyorb_requests_total``, ``pyorb_requests_failed_total``,
   ``pyorb_requests_rejected_total`` (refused by an interceptor, e.g.
   NO_PERMISSION), ``pyorb_requests_dropped_total``,
-  ``pyorb_requests_shed_total`` (refused TRANSIENT by admission control):
-  counters;
+  ``pyorb_requests_shed_total`` (refused TRANSIENT by admission control),
+  ``pyorb_requests_expired_total`` (never started: the deadline had
+  passed): counters;
 * ``pyorb_requests_in_flight`` and ``pyorb_queue_age_seconds`` (how long the
   oldest queued call has waited; the event loop's lag for ``reactive`` and
   ``amh``): gauges;
@@ -66,6 +67,8 @@ class StatsCollector(Collector):
             "requests_dropped": ("Replies that could not be delivered (client gone, request cancelled)",
                                  lambda s: s.dropped),
             "requests_shed": ("Requests refused TRANSIENT by admission control (overload)", lambda s: s.shed),
+            "requests_expired": ("Requests not started: their deadline passed before servant code could run",
+                                 lambda s: s.expired),
         }
         for name, (doc, value) in counters.items():
             family = CounterMetricFamily(f"{ns}_{name}", doc, labels=["operation"])

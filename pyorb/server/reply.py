@@ -380,14 +380,17 @@ class ReplySink:
                 contexts: tuple[ServiceContext, ...] = ()) -> bytes:
         return self.channel.core.reply(self.request_id, status, self.version, self.little_endian, pack, contexts)
 
-    def expire(self) -> None:
-        """The request's deadline passed: the client gets TIMEOUT; a later reply is discarded."""
+    def expire(self, timeout: CORBA.TIMEOUT | None = None) -> bool:
+        """The request's deadline passed: the client gets ``timeout`` (by default
+        TIMEOUT, completed MAYBE); a later reply is discarded.  False if the
+        request already had its outcome."""
         with _TAKE:
             if self.done:
-                return
+                return False
             self.done = self.expired = True  # together: a racing reply sees both or neither
         self._finished(True)
-        timeout = CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE)
+        if timeout is None:
+            timeout = CORBA.TIMEOUT(0, CORBA.COMPLETED_MAYBE)
         info = self.intercepted
         if info is not None:
             self._intercepted_outcome(timeout)
@@ -395,6 +398,7 @@ class ReplySink:
             self._deliver(self._system_bytes(timeout, service_contexts(info.reply_contexts) if info else ()))
         else:
             self._settle()
+        return True
 
     def _deliver(self, data: bytes) -> None:
         channel = self.channel

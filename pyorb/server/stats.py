@@ -67,6 +67,9 @@ class RecorderSnapshot:
     queue_age: float = 0.0
     """Seconds the oldest call queued now has waited (the event-loop strategies: the loop's lag); 0 without
     admission control."""
+    expired: int = 0
+    """Requests whose deadline (the client's or the server's) passed before servant code could start:
+    never run, answered TIMEOUT (completed NO); counted in ``served`` and ``failed`` too."""
 
 
 class Recorder:
@@ -79,11 +82,13 @@ class Recorder:
     thread; the rest are written from dispatcher threads too, so under
     ``lock`` (uncontended, it costs well under a percent of a call, and
     ``+=`` on an attribute is not atomic across threads).  ``shed`` counts
-    the calls its ``admission`` control refused.
+    the calls its ``admission`` control refused; ``expired`` the calls never
+    started because their deadline had passed when they reached a thread or
+    the servant.
     """
 
     __slots__ = ("started", "served", "failed", "dropped", "rejected", "wait_total", "service_total", "samples",
-                 "lock", "shed", "admission")
+                 "lock", "shed", "admission", "expired")
 
     def __init__(self, window: int = WINDOW) -> None:
         self.lock = threading.Lock()
@@ -98,6 +103,7 @@ class Recorder:
         self.shed = 0
         self.admission: Admission | None = None
         """The operation's admission control under its strategy (None: every call is queued)."""
+        self.expired = 0
 
     def finish(self, wait: float, service: float, failed: bool) -> None:
         """One request's outcome, from any thread: worker threads may finish
@@ -123,7 +129,7 @@ class Gauges:
 
 def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None) -> RecorderSnapshot:
     """One snapshot of several recorders (an operation's, or a strategy's)."""
-    started = served = failed = dropped = rejected = shed = 0
+    started = served = failed = dropped = rejected = shed = expired = 0
     wait_total = service_total = age = 0.0
     recent: list[tuple[float, float]] = []
     for r in recorders:
@@ -134,6 +140,7 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
             dropped += r.dropped
             rejected += r.rejected
             shed += r.shed
+            expired += r.expired
             wait_total += r.wait_total
             service_total += r.service_total
             recent.extend(list(r.samples))
@@ -144,7 +151,7 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
         Timing.of(wait_total, served, [w for w, _ in recent]),
         Timing.of(service_total, served, [s for _, s in recent]),
         gauges.queued() if gauges else 0, gauges.threads() if gauges else 0, rejected,
-        _targets(gauges), shed, age,
+        _targets(gauges), shed, age, expired,
     )
 
 
@@ -179,14 +186,14 @@ class ServerStats:
         # The name column never wraps or truncates (the numbers' headers wrap instead).
         table.add_column("", no_wrap=True, min_width=max(map(len, names), default=0))
         for col in ("served", "in flight", "queued", "threads", "failed", "dropped", "rejected", "shed",
-                    "queue age ms", "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
+                    "expired", "queue age ms", "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
             table.add_column(col, justify="right")
         for title, rows in (("strategy", self.strategies), ("operation", self.operations)):
             for s in rows:
                 table.add_row(
                     f"{title} {s.name}", str(s.served), str(s.in_flight),
                     str(s.queued) if title == "strategy" else "", str(s.threads) if title == "strategy" else "",
-                    str(s.failed), str(s.dropped), str(s.rejected), str(s.shed), _ms(s.queue_age), _ms(s.wait.mean), _ms(s.wait.p99),
+                    str(s.failed), str(s.dropped), str(s.rejected), str(s.shed), str(s.expired), _ms(s.queue_age), _ms(s.wait.mean), _ms(s.wait.p99),
                     _ms(s.service.mean), _ms(s.service.p50), _ms(s.service.p99),
                 )
         return table

@@ -1,0 +1,91 @@
+"""The request that servant code is serving, seen from that code and what it calls.
+
+The server puts the request in a context variable while servant code runs
+(a synchronous method on a dispatcher thread or the loop thread, a
+coroutine's task, an AMH method and the tasks and callbacks it schedules),
+so :func:`current` needs no argument, and a client call made from there
+takes the request's remaining time as its timeout (see
+:func:`inherited_timeout`).  Standard library only: the server and the
+client both import it, and never each other.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Served(Protocol):
+    """What the server keeps in the context variable while a request is served.
+
+    ``deadline`` (``time.monotonic()`` seconds, or None) may be absent: a
+    request served without one."""
+
+    @property
+    def operation(self) -> str: ...
+
+    @property
+    def object_key(self) -> bytes: ...
+
+
+SERVING: contextvars.ContextVar[Served] = contextvars.ContextVar("pyorb_serving")
+"""Set by the server around servant code; read through :func:`current`."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """The request servant code is serving (from :func:`current`).
+
+    Fields may be added (an object id for default servants, say); code
+    that reads them by name keeps working.
+    """
+
+    operation: str
+    """The operation's IDL name as it came on the wire (``_get_x`` for an attribute)."""
+    object_key: bytes
+    """The key of the object the request is for."""
+    deadline: float | None
+    """When the request's time is up, in ``time.monotonic()`` seconds (comparable
+    on any thread of the process); None if it has no time limit.  The
+    tighter of the client's timeout (sent with the request) and the
+    server's own deadline for the operation."""
+
+    def remaining(self) -> float | None:
+        """Seconds left until :attr:`deadline` (negative once it passed); None if unbounded."""
+        deadline = self.deadline
+        return None if deadline is None else deadline - time.monotonic()
+
+
+def current() -> RequestContext | None:
+    """The request the calling servant code serves, or None outside servant code.
+
+    Available in every servant style: a synchronous method (on the loop
+    thread or a dispatcher thread), a coroutine method and the tasks it
+    starts, an AMH method and the tasks and loop callbacks it schedules
+    (each copies the context when it is made).  A thread the servant starts
+    itself does not inherit it (Python threads start with an empty context)."""
+    served = SERVING.get(None)
+    if served is None:
+        return None
+    return RequestContext(served.operation, served.object_key, getattr(served, "deadline", None))
+
+
+def inherited_timeout(timeout: float | None) -> float | None:
+    """A client call's timeout, bounded by the remaining time of the request being served.
+
+    Called by the clients only when :data:`SERVING` is set: servant code
+    that calls onwards passes its request's remainder on, as gRPC does with
+    deadlines.  ``timeout`` (the call's own, or the client's default) wins
+    if it is smaller; the result is at most 0 once the request's time is up
+    (the caller then fails the call at once, unsent)."""
+    served = SERVING.get(None)
+    deadline = None if served is None else getattr(served, "deadline", None)
+    if deadline is None:
+        return timeout
+    remaining = deadline - time.monotonic()
+    return remaining if timeout is None or remaining < timeout else timeout
+
+
+__all__ = ["RequestContext", "SERVING", "Served", "current", "inherited_timeout"]
