@@ -63,6 +63,8 @@ class Config:
     """Octets of one received TypeCode beyond which the body gets MARSHAL."""
     max_empty_elements: int = 65536
     """Elements of types that take no octets (sequence<null> or array<null, N> in an any) in one received body, all sequences and arrays together, beyond which the body gets MARSHAL."""
+    propagate_deadlines: bool = True
+    """A client call made from servant code takes the remaining time of the request being served as its timeout (its own ``timeout=`` or ``call_timeout`` wins if smaller), as gRPC passes deadlines on (False: only its own)."""
     direct_replies: bool = True
     """A dispatcher thread writes its reply to a plain TCP socket itself when the connection's output is idle and no batch of replies is on its way to the loop (False: every reply goes through the event loop)."""
     queue_target: float | None = None

@@ -51,9 +51,11 @@ from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import CLOSED, NEED_DATA, CloseConnection, Event, MessageError, Reply, ServiceContext
+from pyorb.giop.policies import deadline_context
 from pyorb.interceptors import ClientInterceptor
 from pyorb.interceptors import check as check_interceptors
 from pyorb.marshal import Operation, ensure_orb
+from pyorb.request_context import SERVING, inherited_timeout
 from pyorb.tls import client_context, client_option, tls_reason
 
 log = logging.getLogger(__name__)
@@ -150,8 +152,11 @@ class BlockingConnection:
             if not self.is_open:
                 raise StaleConnection()
             self._op, self._route, self._timeout = op.name, route, timeout
-            if deadline is not None and time.monotonic() >= deadline:
-                raise errors.timed_out(op.name, route, timeout, sent=False)  # before the writer counts a request
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise errors.timed_out(op.name, route, timeout, sent=False)  # before the writer counts a request
+                contexts += (deadline_context(left, time.time(), self._writer.little_endian),)
             rid, data = self._writer.request(op, args, route.key, route.version, route.code_sets, route.orb_type,
                                              contexts)
             self._send(data, deadline)
@@ -367,7 +372,15 @@ class BlockingClient:
 
         ``route`` is ``self.route(target)``, passed by callers that cache it.
         Raises the call's user exception or a CORBA system exception.
+        Called from servant code, the call's time is bounded by the
+        remaining time of the request being served (see
+        ``Config.propagate_deadlines``); once that is up it fails at once with
+        TIMEOUT, completed NO, unsent.
         """
+        if SERVING.get(None) is not None and self.config.propagate_deadlines:
+            timeout = inherited_timeout(timeout)
+            if timeout is not None and timeout <= 0:
+                raise errors.served_deadline_passed(op.name, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         clock = (deadline, timeout)
         route = route or self.route(target)

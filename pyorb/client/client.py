@@ -25,6 +25,7 @@ from pyorb.interceptors import check as check_interceptors
 from pyorb.tls import client_context, client_option, tls_reason
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation, ensure_orb
+from pyorb.request_context import SERVING, inherited_timeout
 
 log = logging.getLogger(__name__)
 P = TypeVar("P", bound=ObjectRef)
@@ -154,9 +155,19 @@ class Client:
         ``route`` is ``self.route(target)``, passed by callers that cache it.
         ``idempotent``: the call may be re-sent to another group member after
         its connection was lost.
+
+        Called from servant code, the call's time is bounded by the
+        remaining time of the request being served (see
+        ``Config.propagate_deadlines``); once that is up the call fails at
+        once with TIMEOUT, completed NO, unsent.
         """
         loop = asyncio.get_running_loop()
         inv = Invocation(op, args, loop, self, target)
+        if SERVING.get(None) is not None and self.config.propagate_deadlines:
+            timeout = inherited_timeout(timeout)
+            if timeout is not None and timeout <= 0:
+                inv.set_exception(errors.served_deadline_passed(op.name, timeout))
+                return inv
         if idempotent:
             inv.idempotent = True
         if self.interceptors:

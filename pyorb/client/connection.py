@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Callable
 
 from omniORB import CORBA
@@ -11,9 +12,11 @@ from omniORB import CORBA
 from pyorb.aio.protocol import GIOPProtocol
 from pyorb.client import errors
 from pyorb.client.calls import Endpoint, RequestWriter, Route
+from pyorb.client.deadlines import Deadlines
 from pyorb.giop.connection import Role
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import CloseConnection, LocateReply, Message, MessageError, Reply
+from pyorb.giop.policies import deadline_context
 
 if TYPE_CHECKING:
     from pyorb.client.invocation import Invocation
@@ -61,8 +64,12 @@ class ClientConnection(GIOPProtocol):
             return
         try:
             intercepted = inv.intercepted
+            contexts = intercepted.contexts if intercepted is not None else ()
+            if inv.deadlines is not None:  # its time left travels with it (a re-sent call's too)
+                contexts += (deadline_context(Deadlines.time_left(inv.deadline, self.loop), time.time(),
+                                              self.writer.little_endian),)
             rid, data = self.writer.request(inv.op, inv.args, route.key, route.version, route.code_sets, route.orb_type,
-                                            intercepted.contexts if intercepted is not None else ())
+                                            contexts)
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return

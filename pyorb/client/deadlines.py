@@ -60,6 +60,11 @@ class Deadlines:
         slot.entries[entry] = None
         return number
 
+    @staticmethod
+    def time_left(number: int, loop: asyncio.AbstractEventLoop) -> float:
+        """Seconds until slot ``number`` (from :meth:`add`) expires on ``loop``."""
+        return number * RESOLUTION - loop.time()
+
     def remove(self, entry: Expiring, number: int) -> None:
         """Forget ``entry`` (its call finished)."""
         slot = self._slots.get(number)

@@ -96,6 +96,13 @@ def timed_out(op: str, route: Route | None, timeout: float | None, sent: bool = 
                          f"{op} was not sent{where}: its timeout ({limit}) passed while it waited for the connection")
 
 
+def served_deadline_passed(op: str, left: float) -> CORBA.SystemException:
+    """TIMEOUT (completed NO) for a call made from servant code once the request it serves had run out of time."""
+    return CORBA.TIMEOUT(omniORB.TIMEOUT_CallTimedOutOnClient, CORBA.COMPLETED_NO,
+                         f"{op} was not sent: the deadline of the request being served passed {-left * 1e3:.1f} ms "
+                         "ago (Config.propagate_deadlines)")
+
+
 def connection_lost(op: str, route: Route | None, cause: str) -> CORBA.SystemException:
     """COMM_FAILURE (completed MAYBE) for a call whose connection broke before the reply."""
     where = f" to {address(route.endpoint)}" if route is not None else ""
