@@ -293,6 +293,21 @@ async def test_servant_code_sees_its_request_and_deadline(serve: Any, style: str
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("version", [(1, 0), (1, 1), (1, 2)], ids=["giop1.0", "giop1.1", "giop1.2"])
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+async def test_every_giop_version_and_byte_order_carries_the_deadline(
+    serve: Any, version: tuple[int, int], little_endian: bool
+) -> None:
+    running = serve(Recorder, "reactive")
+    async with pyorb.Client(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+        sent = time.monotonic()
+        assert await client.resolve(running.ior, Bench.Sink).work(9, timeout=3.0) == 9
+    ((_, context),) = running.servant.seen
+    assert context is not None and context.deadline is not None
+    assert sent + 2.0 < context.deadline <= sent + 3.0 + 0.05
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(("client_timeout", "server_deadline", "bound"), [(1.0, 30.0, 1.0), (30.0, 0.5, 0.5)])
 async def test_the_tighter_of_the_clients_and_the_servers_deadline_wins(
     serve: Any, client_timeout: float, server_deadline: float, bound: float

@@ -136,6 +136,9 @@ class ServerConnection(GIOPProtocol):
         if req.addressing_disposition:
             self._needs_addressing_mode(req)
             return
+        # Before the lookup and the arguments (a first call may load modules): a
+        # relative timeout counts from here.
+        deadline = self._client_deadline(req) if req.service_contexts else None
         core = self.core  # it took the code sets from the first CodeSets context
         if core.char_set not in CHAR_CONVERSIONS:
             self._codeset_incompatible(req)
@@ -175,7 +178,6 @@ class ServerConnection(GIOPProtocol):
         self._version = req.version
         route.stats.started += 1  # loop thread only
         expected = req.response_expected
-        deadline = self._client_deadline(req) if req.service_contexts else None
         if route.inline and expected and info is None and req.version == GIOP_1_2 and deadline is None:
             self._answer_inline(found.servant, route, args, req)
             return
