@@ -12,9 +12,11 @@ client both import it, and never each other.
 from __future__ import annotations
 
 import contextvars
+import sys
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from types import CodeType, FrameType
+from typing import Any, Protocol
 
 
 class Served(Protocol):
@@ -31,7 +33,29 @@ class Served(Protocol):
 
 
 SERVING: contextvars.ContextVar[Served] = contextvars.ContextVar("pyorb_serving")
-"""Set by the server around servant code; read through :func:`current`."""
+"""Set by the server around servant code; read through :func:`current`.  Always
+set for a request with a deadline (a client call made from there reads it)."""
+
+_FRAMES: dict[CodeType, str] = {}
+
+
+def serve_in_frame(code: CodeType, local: str) -> None:
+    """Let :func:`current` find the request in the local ``local`` of a running
+    frame of ``code``: where the server runs plain synchronous servant code of
+    a request without a deadline, it does not set :data:`SERVING` (a context
+    variable set and reset per call costs such a call more than a tenth of
+    its instructions)."""
+    _FRAMES[code] = local
+
+
+def _in_frames() -> Any:
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        local = _FRAMES.get(frame.f_code)
+        if local is not None:
+            return frame.f_locals.get(local)
+        frame = frame.f_back
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +88,15 @@ def current() -> RequestContext | None:
     Available in every servant style: a synchronous method (on the loop
     thread or a dispatcher thread), a coroutine method and the tasks it
     starts, an AMH method and the tasks and loop callbacks it schedules
-    (each copies the context when it is made).  A thread the servant starts
-    itself does not inherit it (Python threads start with an empty context)."""
+    (each copies the context when it is made).  Tasks and callbacks a plain
+    synchronous method schedules see it only if its request has a deadline,
+    and a thread the servant starts itself never does (Python threads start
+    with an empty context)."""
     served = SERVING.get(None)
     if served is None:
-        return None
+        served = _in_frames()
+        if served is None:
+            return None
     return RequestContext(served.operation, served.object_key, getattr(served, "deadline", None))
 
 
@@ -88,4 +116,4 @@ def inherited_timeout(timeout: float | None) -> float | None:
     return remaining if timeout is None or remaining < timeout else timeout
 
 
-__all__ = ["RequestContext", "SERVING", "Served", "current", "inherited_timeout"]
+__all__ = ["RequestContext", "SERVING", "Served", "current", "inherited_timeout", "serve_in_frame"]

@@ -37,7 +37,7 @@ from pyorb.giop.messages import (
 )
 from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
-from pyorb.request_context import SERVING
+from pyorb.request_context import serve_in_frame
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
 from pyorb.server.dispatch import Call, servant_raised
 from pyorb.server.load import ServerLoad
@@ -228,14 +228,11 @@ class ServerConnection(GIOPProtocol):
         :class:`Call`, which owns the error replies and their logging."""
         entry = route.entry
         started = perf_counter()
-        token = SERVING.set(req)  # it has the operation and object key; no deadline, or it would not be here
-        try:
+        try:  # no deadline, or it would not be here: pyorb.current() finds ``req`` in this frame
             value = getattr(servant, entry.attr)(*args)
         except Exception as exc:
             servant_raised(self._late_call(servant, route, args, req, started), exc)
             return
-        finally:
-            SERVING.reset(token)
         op = entry.op
         le = req.little_endian
         core = self.core
@@ -519,3 +516,6 @@ class ServerConnection(GIOPProtocol):
         self.tasks = None
         self.load.forget(self)
         self._on_closed(self)
+
+
+serve_in_frame(ServerConnection._answer_inline.__code__, "req")
