@@ -211,6 +211,7 @@ async def test_a_request_that_arrives_expired_is_answered_timeout_and_never_runs
             await late.resolve(running.ior, Bench.Sink).work(7)
         assert await plain.resolve(running.ior, Bench.Sink).work(8) == 8
     assert info.value.completed == CORBA.COMPLETED_NO
+    assert "expired" in str(info.value) and "before it started" in str(info.value)  # the server's words
     assert running.servant.ran == [8]
     op = _operation(running)
     assert (op.expired, op.served, op.in_flight) == (1, 2, 0)

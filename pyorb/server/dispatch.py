@@ -118,7 +118,7 @@ class Call(ReplySink):
         never starts.  The client gets TIMEOUT, completed NO (if it still waits:
         when the deadline was its own, it has given up and sent CancelRequest)."""
         why = f"{self.op.name} request {self.request_id} expired {late * 1e3:.1f} ms before it started; not run"
-        if self.expire(CORBA.TIMEOUT(0, CORBA.COMPLETED_NO, why)):
+        if self.expire(CORBA.TIMEOUT(0, CORBA.COMPLETED_NO, why), why):
             log.debug("%s", why)
             with self.stats.lock:
                 self.stats.expired += 1

@@ -380,10 +380,10 @@ class ReplySink:
                 contexts: tuple[ServiceContext, ...] = ()) -> bytes:
         return self.channel.core.reply(self.request_id, status, self.version, self.little_endian, pack, contexts)
 
-    def expire(self, timeout: CORBA.TIMEOUT | None = None) -> bool:
+    def expire(self, timeout: CORBA.TIMEOUT | None = None, detail: str | None = None) -> bool:
         """The request's deadline passed: the client gets ``timeout`` (by default
-        TIMEOUT, completed MAYBE); a later reply is discarded.  False if the
-        request already had its outcome."""
+        TIMEOUT, completed MAYBE, and ``detail`` in an ExceptionDetailMessage);
+        a later reply is discarded.  False if the request already had its outcome."""
         with _TAKE:
             if self.done:
                 return False
@@ -395,7 +395,7 @@ class ReplySink:
         if info is not None:
             self._intercepted_outcome(timeout)
         if self.response_expected:
-            self._deliver(self._system_bytes(timeout, service_contexts(info.reply_contexts) if info else ()))
+            self._deliver(self._system_bytes(timeout, service_contexts(info.reply_contexts) if info else (), detail))
         else:
             self._settle()
         return True
