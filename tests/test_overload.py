@@ -67,12 +67,18 @@ def test_a_policy_without_target_or_limit_refuses_nothing() -> None:
 def system_exception(body: bytes) -> tuple[str, int, int] | None:
     """(repository id, minor, completed) of a little-endian GIOP 1.2 SYSTEM_EXCEPTION reply body
     (the bytes after the request id, as flow_attacks.replies gives them), None for another reply."""
-    status, _contexts, size = struct.unpack_from("<III", body, 0)
+    status, contexts = struct.unpack_from("<II", body, 0)
     if status != 2:
         return None
-    repo = body[12:12 + size - 1].decode()
-    end = 16 + 12 + size  # from the message start: 12 header + 4 request id
-    at = (end + 3) // 4 * 4 - 16
+    at = 8
+    for _ in range(contexts):  # {ulong id; sequence<octet> data}, each 4-aligned
+        at = (at + 3) // 4 * 4
+        (length,) = struct.unpack_from("<I", body, at + 4)
+        at += 8 + length
+    at = (16 + at + 7) // 8 * 8 - 16  # a GIOP 1.2 body is 8-aligned from the message start (16: header, id)
+    (size,) = struct.unpack_from("<I", body, at)
+    repo = body[at + 4:at + 4 + size - 1].decode()
+    at = (at + 4 + size + 3) // 4 * 4
     minor, completed = struct.unpack_from("<II", body, at)
     return repo, minor, completed
 

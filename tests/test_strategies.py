@@ -503,6 +503,8 @@ async def test_a_queued_call_is_refused_at_the_queue_limit(serve: Any, clients: 
     assert await blocked == BLOCK
     assert ok == [] and len(shed) == 3
     assert {(e.minor, e.completed) for e in shed} == {(SHED_MINOR, CORBA.COMPLETED_NO)}
+    assert all("the server says: overloaded: a call waited" in str(e)
+               and "the limit is 0.3 s" in str(e) for e in shed), str(shed[0])
     assert [t for t, _ in tracker.starts] == [BLOCK]  # a refused call never ran
     stats = served.server.stats()
     (op,) = stats.operations

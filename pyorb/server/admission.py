@@ -237,22 +237,23 @@ class Admission:
         with stats.lock:
             stats.shed += 1
         call.started_at = perf_counter()  # its statistics: the time it waited, no time in servant code
-        call.exception(CORBA.TRANSIENT(SHED_MINOR, CORBA.COMPLETED_NO))
-        self._log(waited, why)
+        cause = self._cause(waited, why)
+        call.exception(CORBA.TRANSIENT(SHED_MINOR, CORBA.COMPLETED_NO), f"overloaded: {cause}")
+        self._log(cause)
 
-    def _log(self, waited: float, why: str) -> None:
+    def _cause(self, waited: float, why: str) -> str:
+        policy = self.policy
+        if why == "limit":
+            return f"a call waited {waited:.3f} s for a thread, the limit is {policy.limit} s"
+        return f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least {policy.interval} s"
+
+    def _log(self, cause: str) -> None:
         now = perf_counter()
         with self._lock:  # loop and dispatcher threads shed
             self._unlogged += 1
             if now - self._logged < LOG_PERIOD:
                 return
             count, self._unlogged, self._logged = self._unlogged, 0, now
-        policy = self.policy
-        if why == "limit":
-            cause = f"a call waited {waited:.3f} s for a thread, the limit is {policy.limit} s"
-        else:
-            cause = (f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least "
-                     f"{policy.interval} s")
         log.warning("overloaded: %s under %s answered %d calls TRANSIENT (completed NO, not started) since the "
                     "last report: %s", self.operation, self.where, count, cause)
 

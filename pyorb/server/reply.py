@@ -315,8 +315,11 @@ class ReplySink:
         for interceptor in reversed(self.channel.interceptors):
             run_send_reply(interceptor, info, exception)
 
-    def exception(self, exc: BaseException) -> None:
-        """Send ``exc``: a declared user exception, a system exception, or UNKNOWN."""
+    def exception(self, exc: BaseException, detail: str | None = None) -> None:
+        """Send ``exc``: a declared user exception, a system exception, or UNKNOWN.
+
+        ``detail``: for a system exception the server raises itself (never a
+        servant's), its own words for the client, in an ExceptionDetailMessage."""
         if not self.claim():
             return
         declared = isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions
@@ -325,7 +328,7 @@ class ReplySink:
         if info is not None:
             self._intercepted_outcome(exc)
         if self.response_expected:
-            self._deliver(self.exception_bytes(exc, service_contexts(info.reply_contexts) if info else ()))
+            self._deliver(self.exception_bytes(exc, service_contexts(info.reply_contexts) if info else (), detail))
         else:
             self._settle()
 
@@ -345,7 +348,8 @@ class ReplySink:
         """The reply could not be handed to the connection (it is closed)."""
         log.debug("reply %d dropped: connection closed", self.request_id)
 
-    def exception_bytes(self, exc: BaseException, contexts: tuple[ServiceContext, ...] = ()) -> bytes:
+    def exception_bytes(self, exc: BaseException, contexts: tuple[ServiceContext, ...] = (),
+                        detail: str | None = None) -> bytes:
         if isinstance(exc, CORBA.UserException) and getattr(exc, "_NP_RepositoryId", None) in self.op.exceptions:
             le, core = self.little_endian, self.channel.core
             cs, wide11 = core.char_set, self.version == GIOP_1_1 and bool(core.wide_giop11)
@@ -356,7 +360,7 @@ class ReplySink:
                 log.warning("%s raised %s, which cannot be sent: %s", self.op.name, type(exc).__name__, error)
                 return self._system_bytes(type(error)(error.minor, CORBA.COMPLETED_YES), contexts)
         if isinstance(exc, CORBA.SystemException):
-            return self._system_bytes(exc, contexts)
+            return self._system_bytes(exc, contexts, detail)
         if isinstance(exc, CORBA.UserException):
             return self._system_bytes(CORBA.UNKNOWN(omniORB.UNKNOWN_UserException, CORBA.COMPLETED_MAYBE), contexts,
                                       f"{self.op.name} raised {getattr(exc, '_NP_RepositoryId', '?')}, "

@@ -43,7 +43,7 @@ def run_admitted(call: Call) -> None:
 def no_thread(call: Call, exc: BaseException) -> None:
     """Answer a call for which no thread could be started: TRANSIENT, completed NO (the client may retry)."""
     log.warning("cannot start a dispatcher thread for %s: %s; answering TRANSIENT", call.op.name, exc)
-    call.exception(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO))
+    call.exception(CORBA.TRANSIENT(0, CORBA.COMPLETED_NO), f"no thread could be started for it ({exc})")
 
 
 class _ThreadStrategy:
