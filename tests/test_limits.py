@@ -242,6 +242,41 @@ async def test_a_connection_the_server_had_not_accepted_when_close_began_is_told
         assert not server.connections
 
 
+@pytest.mark.parametrize("loop_factory", [asyncio.SelectorEventLoop, asyncio.new_event_loop], ids=["asyncio", "default"])
+def test_close_with_a_connection_its_client_already_closed_is_quiet(loop_factory: Any) -> None:
+    """A client closed its idle connection just before the server closes, unseen by the server:
+    its CloseConnection meets a reset, there is no side left to release in order, and close()
+    still completes without an error."""
+    import socket
+
+    with LoopThread(loop_factory) as lt:
+        async def start() -> pyorb.Server:
+            server = pyorb.Server()
+            await server.start()
+            return server
+
+        server = lt.run(start())
+        raw = socket.create_connection(("127.0.0.1", server._port))
+        deadline = time.monotonic() + 10
+        while not server.connections:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        closing: list[Any] = []
+
+        def busy_then_close() -> None:
+            raw.close()
+            time.sleep(0.2)  # its FIN arrives while the loop looks elsewhere
+            closing.append(asyncio.ensure_future(server.close(grace=1.0)))
+
+        lt.loop.call_soon_threadsafe(busy_then_close)
+        deadline = time.monotonic() + 10
+        while not (closing and closing[0].done()):
+            assert time.monotonic() < deadline, "close() did not finish"
+            time.sleep(0.01)
+        assert closing[0].exception() is None
+        assert not server.connections
+
+
 @pytest.mark.asyncio
 async def test_close_gives_up_after_the_grace_period(serve: Any, clients: Any) -> None:
     sink = HeldSink()

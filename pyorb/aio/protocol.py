@@ -458,7 +458,11 @@ class GIOPProtocol(asyncio.Protocol):
         self._closing = True
         self.is_open = False
         self._cancel_read_timer()
-        transport.write_eof()
+        try:
+            transport.write_eof()
+        except OSError:  # the peer is gone already (ENOTCONN): nothing left to release
+            transport.abort()
+            return
         transport.resume_reading()
         self.loop.call_later(linger, self._linger_over)
 
