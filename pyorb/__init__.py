@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from pyorb.server.admission import AdmissionPolicy as AdmissionPolicy
     from pyorb.server.strategies import EventLoopStrategy as EventLoopStrategy
     from pyorb.server.server import Server as Server
+    from pyorb.server.managers import (
+        ForwardRequest as ForwardRequest,
+        ServantActivator as ServantActivator,
+        ServantLocator as ServantLocator,
+        current_object_id as current_object_id,
+    )
     from pyorb.server.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
 
 __version__ = "0.1.0"
@@ -32,15 +38,19 @@ _EXPORTS = {
     "Config": "pyorb.config",
     "EventLoopStrategy": "pyorb.server.strategies",
     "ExceptionHolder": "pyorb.client.proxy",
+    "ForwardRequest": "pyorb.server.managers",
     "ObjectRef": "pyorb.client.proxy",
     "Poller": "pyorb.client.proxy",
     "ProtocolError": "pyorb.giop.errors",
     "RequestContext": "pyorb.request_context",
     "ResponseHandler": "pyorb.server.servant",
+    "ServantActivator": "pyorb.server.managers",
+    "ServantLocator": "pyorb.server.managers",
     "Server": "pyorb.server.server",
     "amh_skeleton": "pyorb.server.servant",
     "compile_idl": "pyorb.idl",
     "current": "pyorb.request_context",
+    "current_object_id": "pyorb.server.managers",
     "load_idl": "pyorb.idl",
 }
 

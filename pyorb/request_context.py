@@ -32,6 +32,10 @@ class Served(Protocol):
     def object_key(self) -> bytes: ...
 
 
+OBJECT_ID: contextvars.ContextVar[bytes] = contextvars.ContextVar("pyorb_object_id")
+"""Set by the server around servant code that a key prefix's default servant or
+servant manager serves: the object id of its request."""
+
 SERVING: contextvars.ContextVar[Served] = contextvars.ContextVar("pyorb_serving")
 """Set by the server around servant code; read through :func:`current`.  Always
 set for a request with a deadline (a client call made from there reads it)."""
@@ -62,7 +66,7 @@ def _in_frames() -> Any:
 class RequestContext:
     """The request servant code is serving (from :func:`current`).
 
-    Fields may be added (an object id for default servants, say); code
+    Fields may be added; code
     that reads them by name keeps working.
     """
 
@@ -75,6 +79,11 @@ class RequestContext:
     on any thread of the process); None if it has no time limit.  The
     tighter of the client's timeout (sent with the request) and the
     server's own deadline for the operation."""
+
+    object_id: bytes | None = None
+    """The object id (the key after its prefix) under a default servant, servant
+    locator or servant activator (docs/servant-managers.md); None for a servant
+    activated under its own key."""
 
     def remaining(self) -> float | None:
         """Seconds left until :attr:`deadline` (negative once it passed); None if unbounded."""
@@ -97,7 +106,8 @@ def current() -> RequestContext | None:
         served = _in_frames()
         if served is None:
             return None
-    return RequestContext(served.operation, served.object_key, getattr(served, "deadline", None))
+    return RequestContext(served.operation, served.object_key, getattr(served, "deadline", None),
+                          OBJECT_ID.get(None))
 
 
 def inherited_timeout(timeout: float | None) -> float | None:
@@ -116,4 +126,4 @@ def inherited_timeout(timeout: float | None) -> float | None:
     return remaining if timeout is None or remaining < timeout else timeout
 
 
-__all__ = ["RequestContext", "SERVING", "Served", "current", "inherited_timeout", "serve_in_frame"]
+__all__ = ["OBJECT_ID", "RequestContext", "SERVING", "Served", "current", "inherited_timeout", "serve_in_frame"]

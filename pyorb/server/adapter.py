@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
@@ -15,6 +15,9 @@ from pyorb.server.dispatch import Strategy
 from pyorb.server.servant import OpEntry, ServantInfo, Style, servant_info
 from pyorb.server.stats import Recorder
 from pyorb.server.strategies import StrategyRegistry
+
+if TYPE_CHECKING:
+    from pyorb.server.managers import Manager, ServantActivator, ServantLocator
 
 # Operations every CORBA object answers, whatever its interface.
 BUILTIN_NAMES = {"_is_a": IS_A, "_non_existent": NON_EXISTENT, "_not_existent": NON_EXISTENT}
@@ -40,6 +43,20 @@ class Binding:
     servant: Any
     info: ServantInfo
     routes: dict[str, Route]
+    manager: Manager | None = None
+    """Set for a key prefix's binding: the manager finds each request's servant."""
+
+
+@dataclass(frozen=True)
+class RouteOptions:
+    """How the operations of one servant (or of a prefix's servants) are routed: see :meth:`ObjectAdapter.activate`."""
+
+    strategy: str | Strategy | None = None
+    operations: Mapping[str, str | Strategy] = field(default_factory=dict)
+    deadline: float | None = None
+    deadlines: Mapping[str, float] = field(default_factory=dict)
+    admission: AdmissionPolicy | None = None
+    admissions: Mapping[str, AdmissionPolicy] = field(default_factory=dict)
 
 
 def stats_name(info: ServantInfo, op: str) -> str:
@@ -68,6 +85,7 @@ class ObjectAdapter:
         self.lookup: Callable[[bytes], Binding | None] = self._servants.get
         """The active servant's binding for an object key, or None (the map's own ``get``: one C call per request)."""
         self._forwards: dict[bytes, IOR] = {}
+        self._prefixes: list[tuple[bytes, Binding]] = []  # longest prefix first
         self._counter = itertools.count(1)
         # Generated (transient) keys carry this adapter's incarnation, as a
         # POA's transient policy does: a reference kept from an earlier run
@@ -114,10 +132,78 @@ class ObjectAdapter:
             key = key.encode()
         if key in self._servants:
             raise ValueError(f"object key {key!r} is already active")
-        routes = self._routes(info, strategy, operations or {}, deadline, deadlines or {},
-                              self.admission if admission is None else admission, admissions or {})
-        self._servants[key] = Binding(servant, info, routes)
+        options = RouteOptions(strategy, operations or {}, deadline, deadlines or {}, admission, admissions or {})
+        self._servants[key] = Binding(servant, info, self.routes(info, options))
         return key
+
+    def routes(self, info: ServantInfo, options: RouteOptions) -> dict[str, Route]:
+        """The routes of a servant class's operations (ValueError for options that do not fit it)."""
+        return self._routes(info, options.strategy, options.operations, options.deadline, options.deadlines,
+                            self.admission if options.admission is None else options.admission, options.admissions)
+
+    def install(self, key: bytes, binding: Binding) -> None:
+        """Make ``binding`` active under ``key`` (a servant activator's incarnation)."""
+        self._servants[key] = binding
+
+    # -- key prefixes -------------------------------------------------------------
+    def activate_default(self, servant: object, prefix: bytes | str, options: RouteOptions = RouteOptions()) -> None:
+        """Serve every key under ``prefix`` that has no servant of its own with ``servant``."""
+        from pyorb.server.managers import DefaultServantManager
+
+        key = _key(prefix)
+        self._manage(DefaultServantManager(self, key, servant, options))
+
+    def set_locator(self, prefix: bytes | str, locator: ServantLocator, interface: type,
+                    options: RouteOptions = RouteOptions()) -> None:
+        """Ask ``locator`` for the servant of each request under ``prefix``."""
+        from pyorb.server.managers import LocatorManager
+
+        self._manage(LocatorManager(self, _key(prefix), interface_info(interface), locator, options))
+
+    def set_activator(self, prefix: bytes | str, activator: ServantActivator, interface: type,
+                      options: RouteOptions = RouteOptions()) -> None:
+        """Ask ``activator`` once per key under ``prefix`` for a servant that then stays active."""
+        from pyorb.server.managers import ActivatorManager
+
+        self._manage(ActivatorManager(self, _key(prefix), interface_info(interface), activator, options))
+
+    def _manage(self, manager: Manager) -> None:
+        prefix = manager.prefix
+        if not prefix:
+            raise ValueError("a key prefix must not be empty")
+        if any(known == prefix for known, _ in self._prefixes):
+            raise ValueError(f"key prefix {prefix!r} already has a default servant or servant manager")
+        self.routes(manager.interface, manager.options)  # bad options fail here, not on the first request
+        self._prefixes.append((prefix, Binding(None, manager.interface, {}, manager)))
+        self._prefixes.sort(key=lambda entry: -len(entry[0]))
+        self.lookup = self._find
+
+    def _find(self, key: bytes) -> Binding | None:
+        found = self._servants.get(key)
+        if found is None:
+            for prefix, binding in self._prefixes:
+                if key.startswith(prefix):
+                    return binding
+        return found
+
+    def managers(self) -> list[Manager]:
+        """The default servants and servant managers, longest prefix first."""
+        return [binding.manager for _, binding in self._prefixes if binding.manager is not None]
+
+    def etherealize_all(self) -> None:
+        """Deactivate every servant a servant activator made (the server is closing)."""
+        from pyorb.server.managers import ActivatorManager
+
+        for manager in self.managers():
+            if isinstance(manager, ActivatorManager):
+                for key in list(manager.incarnated):
+                    self._servants.pop(key, None)
+                    manager.etherealize(key)
+
+    async def wait_managers(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the managers' pending postinvoke and etherealize coroutines."""
+        for manager in self.managers():
+            await manager.wait_background(timeout)
 
     def _routes(
         self,
@@ -161,10 +247,16 @@ class ObjectAdapter:
         return recorder
 
     def deactivate(self, key: bytes | str) -> None:
-        if isinstance(key, str):
-            key = key.encode()
+        """Stop serving ``key``; a servant activator's incarnation is etherealized
+        (its next request incarnates again).  KeyError if nothing is active there."""
+        key = _key(key)
         if self._servants.pop(key, None) is None:
             raise KeyError(f"no servant is active under {key!r}")
+        from pyorb.server.managers import ActivatorManager
+
+        for manager in self.managers():
+            if isinstance(manager, ActivatorManager) and key in manager.incarnated:
+                manager.etherealize(key)
 
     def forward(self, key: bytes | str, target: IOR) -> None:
         """Answer every request for ``key`` with LOCATION_FORWARD to ``target``
@@ -175,10 +267,23 @@ class ObjectAdapter:
         return self._forwards.get(key)
 
     def type_id(self, key: bytes) -> str:
-        entry = self._servants.get(key)
+        """The repository id of the object under ``key``: its servant's, or its prefix's interface."""
+        entry = self.lookup(key)
         if entry is None:
-            raise KeyError(f"no servant is active under {key!r}")
+            raise KeyError(f"no servant is active under {key!r}, and no default servant or servant manager "
+                           "serves a prefix of it")
         return entry.info.type_id
 
     def __len__(self) -> int:
         return len(self._servants)
+
+
+def _key(key: bytes | str) -> bytes:
+    return key.encode() if isinstance(key, str) else key
+
+
+def interface_info(interface: type) -> ServantInfo:
+    """What a servant manager serves: a generated POA class (``Module__POA.Interface``)."""
+    if not isinstance(interface, type) or "_omni_op_d" not in interface.__dict__:
+        raise TypeError(f"the interface must be a generated POA class (Module__POA.Interface), not {interface!r}")
+    return ServantInfo(interface)

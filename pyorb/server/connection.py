@@ -39,7 +39,7 @@ from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
 from pyorb.request_context import serve_in_frame
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
-from pyorb.server.dispatch import Call, servant_raised
+from pyorb.server.dispatch import Call, ManagedCall, servant_raised
 from pyorb.server.load import ServerLoad
 from pyorb.server.reply import ReplyInbox, ReplySink, run_send_reply, service_contexts
 from pyorb.server.servant import ServantInfo, Style
@@ -147,13 +147,33 @@ class ServerConnection(GIOPProtocol):
         if found is None:
             self._not_here(req)
             return
+        if found.manager is not None:
+            if self.interceptors and info is None:
+                self._intercept(req, found, None)
+            else:
+                found.manager.serve(self, req, info, deadline)
+            return
+        self.serve(req, found, info, deadline=deadline)
+
+    def serve(self, req: Request, found: Binding, info: ServerRequestInfo | None = None,
+              after: Callable[[], None] | None = None, deadline: float | None = None, in_context: bool = False
+              ) -> bool:
+        """Run ``req`` on ``found``'s servant under its route's strategy.
+
+        ``deadline`` (``time.monotonic()``) is the client's or a manager's:
+        the operation's own deadline is applied too, the tighter wins.  For a
+        servant a manager found, ``after`` runs once the call is settled and
+        ``in_context`` hands servant code the current context (the object id).  Returns
+        True if a call took ``after`` (False: the request was answered, or
+        refused, before this returned)."""
         route = found.routes.get(req.operation)
         if route is None:
             self._builtin_or_missing(req, found.info)
-            return
+            return False
+        core = self.core
         if self.interceptors and info is None:
             self._intercept(req, found, route)
-            return
+            return False
         entry = route.entry
         op = entry.op
         wide11 = False
@@ -167,12 +187,12 @@ class ServerConnection(GIOPProtocol):
                         code_set_name(core.char_set), exc)
             self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO), None,
                                    f"the arguments of {op.name} are not valid {code_set_name(core.char_set)}")
-            return
+            return False
         except CORBA.SystemException as exc:
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
             self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO), None,
                                    f"the arguments of {op.name} do not match its IDL here")
-            return
+            return False
         if entry.style is not _SYNC and op.args.has_objrefs:
             args = op.args.convert_objrefs(args, self._convert)
         self._version = req.version
@@ -180,18 +200,26 @@ class ServerConnection(GIOPProtocol):
         expected = req.response_expected
         if route.inline and expected and info is None and req.version == GIOP_1_2 and deadline is None:
             self._answer_inline(found.servant, route, args, req)
-            return
+            return False
         limit = route.deadline
         if limit is not None:  # the server's own deadline for the operation: the tighter one wins
             own = monotonic() + limit
             deadline = own if deadline is None or own < deadline else deadline
-        call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
-                    route.stats, req.object_key, deadline)
-        if info is not None:
+        if after is None:
+            call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
+                        route.stats, req.object_key, deadline)
+        else:
+            call = ManagedCall(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected,
+                               self, route.stats, req.object_key, deadline)
+            call.after = after
+        if info is not None or in_context:
             call.intercepted = info
-            call.context = contextvars.copy_context()  # what receive_request set, for any strategy's thread
+            # What receive_request (or a servant manager) set, for any strategy's thread.
+            call.context = contextvars.copy_context()
         self.load.started(self)
-        if limit is not None:
+        if after is not None and deadline is not None:  # a locator's own wait counts: what is left of it
+            call.timer = self.loop.call_later(max(deadline - monotonic(), 0.0), call.expire)
+        elif limit is not None:
             call.timer = self.loop.call_later(limit, call.expire)
         task = route.strategy.dispatch(call)
         if task is not None and expected:
@@ -206,6 +234,7 @@ class ServerConnection(GIOPProtocol):
             if self.waiting is None:
                 self.waiting = {}
             self.waiting[req.request_id] = call
+        return True
 
     def _client_deadline(self, req: Request) -> float | None:
         """The ``time.monotonic()`` deadline the client sent with ``req`` in an
@@ -260,7 +289,7 @@ class ServerConnection(GIOPProtocol):
         return call
 
     # -- interceptors ------------------------------------------------------------
-    def _intercept(self, req: Request, found: Binding, route: Route) -> None:
+    def _intercept(self, req: Request, found: Binding, route: Route | None) -> None:
         """Run the server interceptors' receive_request in the request's own
         context, then dispatch in it (or refuse)."""
         info = ServerRequestInfo(req.operation, req.object_key, found.info.type_id, req.request_id,
@@ -280,7 +309,7 @@ class ServerConnection(GIOPProtocol):
         context.run(self._request, req, info)
 
     async def _intercept_async(
-        self, req: Request, route: Route, info: ServerRequestInfo, pending: Any, ran: int
+        self, req: Request, route: Route | None, info: ServerRequestInfo, pending: Any, ran: int
     ) -> None:
         try:
             try:
@@ -301,7 +330,7 @@ class ServerConnection(GIOPProtocol):
         if self.is_open and not self.draining:
             self._request(req, info)
 
-    def _refused(self, req: Request, route: Route, info: ServerRequestInfo, exc: BaseException, ran: int) -> None:
+    def _refused(self, req: Request, route: Route | None, info: ServerRequestInfo, exc: BaseException, ran: int) -> None:
         """An interceptor raised in receive_request: the client gets its system exception, or UNKNOWN."""
         if isinstance(exc, CORBA.SystemException):
             refusal = type(exc)(exc.minor, CORBA.COMPLETED_NO, exc._info)
@@ -311,7 +340,8 @@ class ServerConnection(GIOPProtocol):
             log.error("server interceptor %s failed on %s; the client gets CORBA.UNKNOWN",
                       type(self.interceptors[ran]).__name__, req.operation, exc_info=exc)
             refusal = CORBA.UNKNOWN(omniORB.UNKNOWN_PythonException, CORBA.COMPLETED_NO)
-        route.stats.rejected += 1
+        if route is not None:  # None: a managed key, whose servant (and route) is not known yet
+            route.stats.rejected += 1
         for interceptor in reversed(self.interceptors[:ran]):
             run_send_reply(interceptor, info, refusal)
         self._system_exception(req, refusal, info.reply_contexts)
@@ -356,8 +386,8 @@ class ServerConnection(GIOPProtocol):
                                                                 CORBA.COMPLETED_NO),
                                        None, f"the object is a {info.type_id}, which has no operation {req.operation}")
             return
-        sink = ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self)
         if builtin is IS_A:
+            sink = ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self)
             try:
                 (repo_id,) = builtin.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
                                                  self.value_bounds, self.core.char_set)
@@ -366,14 +396,23 @@ class ServerConnection(GIOPProtocol):
                 return
             sink.result(info.is_a(repo_id))
         else:
-            sink.result(False)
+            self.builtin_result(req, builtin, False)
+
+    def builtin_result(self, req: Request, builtin: marshal.Operation, value: Any) -> None:
+        """Reply to a built-in operation (``_non_existent``) with ``value``."""
+        ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self).result(value)
 
     def _not_here(self, req: Request) -> None:
         target = self.adapter.forwarded(req.object_key)
         if target is None:
             self._system_exception(req, CORBA.OBJECT_NOT_EXIST(omniORB.OBJECT_NOT_EXIST_NoMatch, CORBA.COMPLETED_NO),
                                    None, f"no object with key {key_text(req.object_key)} on this server")
-        elif req.response_expected:
+        else:
+            self.forward(req, target)
+
+    def forward(self, req: Request, target: IOR) -> None:
+        """Answer ``req`` LOCATION_FORWARD to ``target``."""
+        if req.response_expected:
             self.send(self.core.reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
                                       lambda a: _ior_body(target, req.little_endian, a)))
 
@@ -400,19 +439,37 @@ class ServerConnection(GIOPProtocol):
                                       req.little_endian, key_addr))
 
     def _locate(self, req: LocateRequest) -> None:
-        le = req.little_endian
+        found = self.adapter.lookup(req.object_key)
+        if found is not None:
+            if found.manager is not None:
+                found.manager.locate(self, req)
+            else:
+                self.locate_here(req)
+            return
         target = self.adapter.forwarded(req.object_key)
-        if self.adapter.lookup(req.object_key) is not None:
-            status = LocateStatus.OBJECT_HERE
-            target = self._introduction(req)
-            if target is not None:
-                status = LocateStatus.OBJECT_FORWARD
-        elif target is not None:
-            status = LocateStatus.OBJECT_FORWARD
+        if target is not None:
+            self.locate_reply(req, LocateStatus.OBJECT_FORWARD, target)
         else:
-            status = LocateStatus.UNKNOWN_OBJECT
+            self.locate_reply(req, LocateStatus.UNKNOWN_OBJECT)
+
+    def locate_here(self, req: LocateRequest) -> None:
+        """The object is served here: OBJECT_HERE, or forwarded to its full IOR (see :meth:`_introduction`)."""
+        target = self._introduction(req)
+        if target is not None:
+            self.locate_reply(req, LocateStatus.OBJECT_FORWARD, target)
+        else:
+            self.locate_reply(req, LocateStatus.OBJECT_HERE)
+
+    def locate_reply(self, req: LocateRequest, status: LocateStatus, target: IOR | None = None) -> None:
+        le = req.little_endian
         pack = None if target is None else functools.partial(_ior_body, target, le)
         self.send(self.core.locate_reply(req.request_id, status, req.version, le, pack))
+
+    def locate_exception(self, req: LocateRequest, exc: CORBA.SystemException) -> None:
+        """A GIOP 1.2 LocateReply with LOC_SYSTEM_EXCEPTION."""
+        le = req.little_endian
+        self.send(self.core.locate_reply(req.request_id, LocateStatus.LOC_SYSTEM_EXCEPTION, req.version, le,
+                                         lambda a: marshal.pack_system_exception(exc, a, le)))
 
     def _introduction(self, req: LocateRequest) -> IOR | None:
         """The full IOR to forward a LocateRequest for a served object to, if any.

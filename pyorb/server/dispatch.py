@@ -147,6 +147,18 @@ class Call(ReplySink):
             self.stats.dropped += 1
 
 
+class ManagedCall(Call):
+    """A call whose servant a servant locator found: ``after`` (its postinvoke)
+    runs on the loop thread once the call is settled."""
+
+    __slots__ = ("after",)
+    after: Callable[[], None]
+
+    def _settled(self) -> None:
+        Call._settled(self)
+        self.after()
+
+
 class Strategy(Protocol):
     """Takes calls and makes sure each one is answered (``call.result`` or ``call.exception``).
 

@@ -11,7 +11,7 @@ import signal
 import socket
 import ssl
 from types import TracebackType
-from typing import Any, Callable, Mapping, Protocol, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, cast
 
 from pyorb.aio.tls import TLSListener, listening_sockets
 from pyorb.config import DEFAULT_CONFIG, Config
@@ -19,12 +19,15 @@ from pyorb.giop import ior as iors
 from pyorb.interceptors import ServerInterceptor
 from pyorb.interceptors import check as check_interceptors
 from pyorb.server.admission import AdmissionPolicy
-from pyorb.server.adapter import ObjectAdapter
+from pyorb.server.adapter import ObjectAdapter, RouteOptions
 from pyorb.server.connection import ServerConnection
 from pyorb.server.dispatch import Strategy
 from pyorb.server.load import ServerLoad
 from pyorb.server.reply import ReplyInbox
 from pyorb.server.stats import ServerStats, merge
+
+if TYPE_CHECKING:
+    from pyorb.server.managers import ServantActivator, ServantLocator
 
 log = logging.getLogger(__name__)
 
@@ -440,6 +443,8 @@ class Server:
         # and not for long (they are daemon threads; a stuck servant is logged).
         joining = asyncio.get_running_loop().run_in_executor(None, self.adapter.registry.close)
         await asyncio.wait([joining], timeout=1.0)
+        self.adapter.etherealize_all()
+        await self.adapter.wait_managers(timeout=max(grace, 1.0))
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
             await client.close()
@@ -511,6 +516,78 @@ class Server:
         return self.adapter.activate(servant, key, strategy=strategy, operations=operations, deadline=deadline,
                                      deadlines=deadlines, admission=admission, admissions=admissions)
 
+    def activate_default(
+        self,
+        servant: object,
+        prefix: bytes | str,
+        *,
+        strategy: str | Strategy | None = None,
+        operations: Mapping[str, str | Strategy] | None = None,
+        deadline: float | None = None,
+        deadlines: Mapping[str, float] | None = None,
+        admission: AdmissionPolicy | None = None,
+        admissions: Mapping[str, AdmissionPolicy] | None = None,
+    ) -> None:
+        """Serve every object key that starts with ``prefix`` (and has no servant
+        of its own) with ``servant``, a default servant.
+
+        Servant code reads the rest of the key, the object id, from
+        :func:`pyorb.current_object_id`.  The other arguments route its
+        operations as :meth:`activate` does.  :meth:`reference` and
+        :meth:`ior` name any object under the prefix.  Of several prefixes
+        of a key, the longest serves it.  ValueError for an empty prefix or
+        one already served.
+        """
+        self.adapter.activate_default(servant, prefix, RouteOptions(
+            strategy, operations or {}, deadline, deadlines or {}, admission, admissions or {}))
+
+    def set_locator(
+        self,
+        prefix: bytes | str,
+        locator: ServantLocator,
+        interface: type,
+        *,
+        strategy: str | Strategy | None = None,
+        operations: Mapping[str, str | Strategy] | None = None,
+        deadline: float | None = None,
+        deadlines: Mapping[str, float] | None = None,
+        admission: AdmissionPolicy | None = None,
+        admissions: Mapping[str, AdmissionPolicy] | None = None,
+    ) -> None:
+        """Ask ``locator`` (a :class:`pyorb.ServantLocator`) for the servant of
+        every request for a key under ``prefix``.
+
+        ``interface`` is the generated POA class of the objects (their
+        repository id in IORs and ``_is_a``); the servants ``preinvoke``
+        returns must implement it.  The servant runs under its route's
+        strategy, deadline and admission control, set as for
+        :meth:`activate`; ``deadline`` bounds an ``async`` preinvoke too.
+        """
+        self.adapter.set_locator(prefix, locator, interface, RouteOptions(
+            strategy, operations or {}, deadline, deadlines or {}, admission, admissions or {}))
+
+    def set_activator(
+        self,
+        prefix: bytes | str,
+        activator: ServantActivator,
+        interface: type,
+        *,
+        strategy: str | Strategy | None = None,
+        operations: Mapping[str, str | Strategy] | None = None,
+        deadline: float | None = None,
+        deadlines: Mapping[str, float] | None = None,
+        admission: AdmissionPolicy | None = None,
+        admissions: Mapping[str, AdmissionPolicy] | None = None,
+    ) -> None:
+        """Ask ``activator`` (a :class:`pyorb.ServantActivator`) for the servant
+        of a key under ``prefix`` on its first request; the servant then stays
+        active under that key until :meth:`deactivate` or :meth:`close`, which
+        etherealize it.  Routing and ``interface`` as for :meth:`set_locator`;
+        ``deadline`` bounds the wait for an ``async`` incarnate too.
+        """
+        self.adapter.set_activator(prefix, activator, interface, RouteOptions(
+            strategy, operations or {}, deadline, deadlines or {}, admission, admissions or {}))
+
     def stats(self) -> ServerStats:
         """A snapshot of dispatch statistics per strategy and per operation."""
         recorders = list(self.adapter.recorders.items())  # one copy: metrics scrapes read from other threads
@@ -537,7 +614,9 @@ class Server:
     def reference(self, key: bytes | str, interface: Any = None) -> Any:
         """A pyorb proxy of the object this server serves under ``key``, typed
         by ``interface`` (a stub or typed proxy class; default: the servant's
-        IDL type).  A servant returns it, passes it on or calls it."""
+        IDL type).  A servant returns it, passes it on or calls it.  Under a
+        default servant's or servant manager's prefix, ``key`` (prefix and
+        object id) needs no servant yet: nothing is activated or stored."""
         return self.client.resolve(self.ior(key), interface)
 
     def deactivate(self, key: bytes | str) -> None:
