@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""A servant locator over a million objects against one activated servant.
+
+Two server models, each a fresh process (reactive strategy, uvloop) serving
+Bench::Sink.work:
+
+  single   one servant activated under one key;
+  locator  a servant locator under the prefix ``acct/`` answering --ids
+           distinct object ids from a dict (id -> balance); preinvoke makes
+           a small servant for the request from the store, postinvoke
+           drops it.
+
+The load is one closed-loop generator in this process (uvloop): --clients
+pyorb clients (one connection each), --concurrency calls in flight in all;
+every call resolves a reference to a random object id (the same single key
+for ``single``, so both models cost the client the same).  Per run: calls
+per second in the window, the server's CPU seconds per call (psutil), and
+the server's RSS after its store is built and after the run.  Each model
+runs --repeats times, alternating; the table gives the median and the
+min-max spread, and the locator's ratio to ``single`` measured in the same
+invocation.  ``--serve MODEL`` is the server process itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import psutil  # type: ignore[import-untyped]
+import uvloop
+from omniORB import CORBA
+
+import pyorb
+
+IDL_PATH = str(Path(__file__).resolve().parents[1] / "idl" / "bench.idl")
+
+
+def serve(model: str, ids: int) -> None:
+    """The server process: prints its corbaloc prefix, serves until stdin closes."""
+    idl = pyorb.load_idl(IDL_PATH)
+
+    class Single(idl.Bench__POA.Sink):  # type: ignore[misc,name-defined]
+        def work(self, token: int) -> int:
+            return token
+
+    class Account(idl.Bench__POA.Sink):  # type: ignore[misc,name-defined]
+        __slots__ = ("balance",)
+
+        def __init__(self, balance: int) -> None:
+            self.balance = balance
+
+        def work(self, token: int) -> int:
+            return token
+
+    class Locator:
+        def __init__(self, store: dict[bytes, int]) -> None:
+            self.store = store
+
+        def preinvoke(self, oid: bytes, operation: str) -> tuple[Any, None]:
+            balance = self.store.get(oid)
+            if balance is None:
+                raise CORBA.OBJECT_NOT_EXIST(0, CORBA.COMPLETED_NO)
+            return Account(balance), None
+
+        def postinvoke(self, oid: bytes, operation: str, servant: Any, cookie: None) -> None:
+            pass
+
+    async def main() -> None:
+        server = pyorb.Server()
+        await server.start()
+        if model == "single":
+            server.activate(Single(), "sink")
+            prefix = "sink"
+        else:
+            store = {str(i).encode(): i for i in range(ids)}
+            server.set_locator("acct/", Locator(store), idl.Bench__POA.Sink)
+            prefix = "acct/"
+        print(json.dumps({"corbaloc": server.corbaloc(prefix)}), flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)
+        await server.close()
+
+    uvloop.run(main())
+
+
+async def load(base: str, model: str, ids: int, clients: int, concurrency: int, seconds: float,
+               warmup: float) -> dict[str, float]:
+    idl = pyorb.load_idl(IDL_PATH)
+    made = [pyorb.Client() for _ in range(clients)]
+    calls = errors = 0
+    start = time.perf_counter() + warmup
+    end = start + seconds
+    rng = random.Random(1)
+
+    async def one(client: Any) -> None:
+        nonlocal calls, errors
+        while True:
+            ref = base if model == "single" else f"{base}{rng.randrange(ids)}"
+            try:
+                ok = await client.resolve(ref, idl.Bench.Sink).work(7, timeout=10) == 7
+            except CORBA.Exception:
+                ok = False
+            now = time.perf_counter()
+            if now >= end:
+                return
+            if now >= start:
+                calls += ok
+                errors += not ok
+
+    try:
+        await asyncio.gather(*(one(made[i % clients]) for i in range(concurrency)))
+    finally:
+        await asyncio.gather(*(c.close() for c in made))
+    return {"calls": calls, "errors": errors, "calls_per_s": calls / seconds}
+
+
+def run(ns: argparse.Namespace, model: str) -> dict[str, float]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", model, "--ids", str(ns.ids)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        base = json.loads(proc.stdout.readline())["corbaloc"]
+        server = psutil.Process(proc.pid)
+        rss_before = server.memory_info().rss
+        cpu_before = sum(server.cpu_times()[:2])
+        outcome = uvloop.run(load(base, model, ns.ids, ns.clients, ns.concurrency, ns.seconds, ns.warmup))
+        cpu = sum(server.cpu_times()[:2]) - cpu_before
+        outcome["rss_before_mb"] = rss_before / 2**20
+        outcome["rss_after_mb"] = server.memory_info().rss / 2**20
+        # CPU over warm-up and window, per call of the window: a relative figure between models.
+        outcome["server_cpu_us_per_call"] = 1e6 * cpu / max(outcome["calls"], 1) * ns.seconds / (ns.seconds + ns.warmup)
+        return outcome
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--serve", choices=["single", "locator"], help=argparse.SUPPRESS)
+    p.add_argument("--ids", type=int, default=1_000_000, help="object ids the locator's store holds")
+    p.add_argument("--clients", type=int, default=4, help="client connections")
+    p.add_argument("--concurrency", type=int, default=32, help="calls in flight in all")
+    p.add_argument("--seconds", type=float, default=8.0, help="measured window per run")
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--repeats", type=int, default=3, help="runs per model (at least 2 for a spread)")
+    p.add_argument("--json", action="store_true", help="print the runs as one JSON line too")
+    ns = p.parse_args(argv)
+    if ns.ids < 1 or ns.clients < 1 or ns.concurrency < 1 or ns.seconds <= 0 or ns.repeats < 1:
+        p.error("--ids, --clients, --concurrency, --seconds and --repeats must be positive")
+    return ns
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = parse_args(argv)
+    if ns.serve:
+        serve(ns.serve, ns.ids)
+        return 0
+    runs: dict[str, list[dict[str, float]]] = {"single": [], "locator": []}
+    for i in range(ns.repeats):
+        for model in (("single", "locator") if i % 2 == 0 else ("locator", "single")):
+            runs[model].append(run(ns, model))
+    print("| model | calls/s | server CPU us/call | RSS before MB | RSS after MB | errors |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for model, results in runs.items():
+        print(f"| {model} | {summary([r['calls_per_s'] for r in results])} "
+              f"| {summary([r['server_cpu_us_per_call'] for r in results])} "
+              f"| {summary([r['rss_before_mb'] for r in results])} | {summary([r['rss_after_mb'] for r in results])} "
+              f"| {sum(r['errors'] for r in results):.0f} |")
+    single = statistics.median(r["calls_per_s"] for r in runs["single"])
+    located = statistics.median(r["calls_per_s"] for r in runs["locator"])
+    growth = max(r["rss_after_mb"] - r["rss_before_mb"] for r in runs["locator"])
+    print(f"\nlocator / single throughput: {located / single:.3f} (medians of {ns.repeats} runs each); "
+          f"largest locator RSS growth over a run: {growth:.1f} MB for {ns.ids:,} ids")
+    if ns.json:
+        print(json.dumps({"runs": runs, "ratio": located / single}))
+    return 0 if all(r["errors"] == 0 for rs in runs.values() for r in rs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
