@@ -139,3 +139,16 @@ def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
         assert server["capacity"] > 0 and [r["factor"] for r in server["runs"]] == [1.0, 5.0], server
         assert all(r["sent"] > 0 and r["goodput"] > 0 and r["rss_mib"] > 0 for r in server["runs"]), server
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_bench_locator_runs_both_models_and_prints_the_ratio() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "bench_locator.py"), "--ids", "1000",
+                           "--seconds", "0.5", "--warmup", "0.1", "--repeats", "1", "--clients", "2",
+                           "--concurrency", "4", "--json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "locator / single throughput:" in done.stdout
+    runs = json.loads(done.stdout.strip().splitlines()[-1])["runs"]
+    for model in ("single", "locator"):
+        (run,) = runs[model]
+        assert run["errors"] == 0 and run["calls"] > 50, run
