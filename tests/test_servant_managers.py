@@ -28,6 +28,8 @@ SINK_ID = "IDL:Bench/Sink:1.0"
 def seen_id() -> int:
     oid = pyorb.current_object_id()
     assert oid is not None, "servant code under a prefix sees its object id"
+    request = pyorb.current()
+    assert request is not None and request.object_id == oid and request.object_key.endswith(oid)
     return int(oid)
 
 
@@ -133,6 +135,7 @@ async def locate(server: pyorb.Server, key: bytes) -> list[LocateReply]:
     before its first call: a served object's first answer is the server's
     introduction of its full IOR (OBJECT_FORWARD to the object itself, to a
     client that named no code sets), the second OBJECT_HERE."""
+    open_before = len(server.connections)
     reader, writer = await asyncio.open_connection(server.host, server.port)
     conn = GIOPConnection(Role.CLIENT)
     replies = []
@@ -147,6 +150,12 @@ async def locate(server: pyorb.Server, key: bytes) -> list[LocateReply]:
             replies.append(event)
     finally:
         writer.close()
+        await writer.wait_closed()
+    # The server sees the close before the test goes on (and closes the server).
+    for _ in range(1000):
+        if len(server.connections) <= open_before:
+            break
+        await asyncio.sleep(0.005)
     return replies
 
 
