@@ -344,23 +344,29 @@ async def test_a_forward_request_without_a_reference_is_obj_adapter(servers: Any
         await client.resolve(server.ior("acct/1"), Bench.Sink).work(1)
 
 
+class Hanging(Store):
+    """An async preinvoke that never answers (for a minute): records its start and its cancellation."""
+
+    def __init__(self) -> None:
+        super().__init__(range(1, 3), asynchronous=True)
+        self.started, self.cancelled = asyncio.Event(), asyncio.Event()
+
+    async def _later(self, oid: bytes, op: str) -> tuple[Any, Any]:
+        self.started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return self._find(oid, op)
+
+
 @pytest.mark.asyncio
 async def test_a_preinvoke_that_hangs_past_the_deadline_gets_timeout_and_leaks_nothing(
         servers: Any, clients: Any) -> None:
     server = await servers("thread_pool(2)")
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    class Hanging(Store):
-        async def _later(self, oid: bytes, op: str) -> tuple[Any, Any]:
-            started.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return self._find(oid, op)
-
-    store = Hanging(range(1, 3), asynchronous=True)
+    store = Hanging()
+    started, cancelled = store.started, store.cancelled
     server.set_locator("acct/", store, Bench__POA.Sink, deadline=0.3)
     (client,) = clients(1)
     with pytest.raises(CORBA.TIMEOUT) as caught:
@@ -375,19 +381,9 @@ async def test_a_preinvoke_that_hangs_past_the_deadline_gets_timeout_and_leaks_n
 @pytest.mark.asyncio
 async def test_a_cancelled_or_closed_preinvoke_is_cancelled(servers: Any, clients: Any) -> None:
     server = await servers()
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    class Hanging(Store):
-        async def _later(self, oid: bytes, op: str) -> tuple[Any, Any]:
-            started.set()
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                cancelled.set()
-                raise
-            return self._find(oid, op)
-
-    server.set_locator("acct/", Hanging(range(1, 3), asynchronous=True), Bench__POA.Sink)
+    store = Hanging()
+    started, cancelled = store.started, store.cancelled
+    server.set_locator("acct/", store, Bench__POA.Sink)
     (client,) = clients(1, call_timeout=0.3)
     with pytest.raises(CORBA.TIMEOUT):
         await client.resolve(server.ior("acct/1"), Bench.Sink).work(1)
