@@ -15,6 +15,7 @@ loadtests/attack_values.py.
 
 from __future__ import annotations
 
+import struct
 from typing import Callable, Protocol
 
 from pyorb.giop import codec
@@ -204,3 +205,54 @@ def fragments_11(data: bytes, cut: int) -> bytes:
     first[8:12] = (cut - 12).to_bytes(4, order)
     rest = data[cut:]
     return bytes(first) + b"GIOP\x01\x01" + bytes((data[6] & 1, FRAGMENT)) + len(rest).to_bytes(4, order) + rest
+
+
+# Hostile value types: bodies of Hardening::Target.give_link(in Link l)
+# (GIOP 1.2, little endian, 8-aligned), each breaking one rule of CORBA 3.0
+# §15.3.4 that omniORB's unmarshaler would otherwise meet unchecked.
+VALUE_TAG, CHUNKED_TAG, INDIRECTION, END_TAG = 0x7FFFFF00, 0x7FFFFF08, 0xFFFFFFFF, 0xFFFFFFFF
+
+
+def _v32(n: int) -> bytes:
+    return struct.pack("<I", n)
+
+
+def _i32(n: int) -> bytes:
+    return struct.pack("<i", n)
+
+
+def deep_links(depth: int) -> bytes:
+    """Links inside links ``depth`` deep (unchunked): omniORB recurses once per level."""
+    return (_v32(VALUE_TAG) + _v32(1)) * depth + _v32(0)
+
+
+def chunked_links(depth: int) -> bytes:
+    """Chunked links ``depth`` deep, each in its own chunk (the last holding the
+    null that ends the chain), then one end tag per level, innermost first."""
+    head = b"".join(_v32(CHUNKED_TAG) + _v32(4) + _v32(k) for k in range(depth - 1))
+    last = _v32(CHUNKED_TAG) + _v32(8) + _v32(depth - 1) + _v32(0)
+    return head + last + b"".join(_i32(-(k + 1)) for k in reversed(range(depth)))
+
+
+VALUE_ATTACKS = {
+    "indirection forward": lambda: _v32(INDIRECTION) + _i32(8) + bytes(8),
+    "indirection into itself": lambda: _v32(INDIRECTION) + _i32(-4),
+    "indirection outside the stream": lambda: _v32(INDIRECTION) + _i32(-0x7FFFFFF0),
+    "indirection to an indirection": lambda: _v32(VALUE_TAG) + _v32(1) + _v32(INDIRECTION) + _i32(-12) + _v32(INDIRECTION) + _i32(-8),
+    "chunk past the end": lambda: _v32(CHUNKED_TAG) + _v32(0x100000) + _v32(1) + _v32(0) + _v32(END_TAG),
+    "chunk shorter than the state": lambda: _v32(CHUNKED_TAG) + _v32(4) + _v32(1) + _v32(END_TAG),
+    "chunk longer than the state": lambda: _v32(CHUNKED_TAG) + _v32(12) + _v32(1) + _v32(0) + _v32(5) + _v32(END_TAG),
+    "wrong end tag": lambda: _v32(CHUNKED_TAG) + _v32(8) + _v32(1) + _v32(0) + _i32(-2),
+    "no end tag": lambda: _v32(CHUNKED_TAG) + _v32(8) + _v32(1) + _v32(0),
+    "bad value tag": lambda: _v32(0x7FFFFE00) + _v32(1) + _v32(0),
+    "values 100000 deep": lambda: deep_links(100_000),
+    "chunked values 100000 deep": lambda: chunked_links(100_000),
+    "a chunked value in a chunked value": lambda: chunked_links(2),  # well-formed, but omniORB aborts on it
+}
+"""Each: a give_link body the server must answer with MARSHAL (and carry on)."""
+
+
+def unknown_value() -> bytes:
+    """A Link body whose repository id names a type the receiver does not know."""
+    rid = b"IDL:Nowhere/Thing:1.0\0"
+    return _v32(VALUE_TAG | 2) + _v32(len(rid)) + rid + bytes(-len(rid) % 4) + _v32(1) + _v32(0)

@@ -21,6 +21,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Iterator
 
+import omniORB
 import psutil  # type: ignore[import-untyped]
 import pytest
 from omniORB import CORBA
@@ -33,7 +34,7 @@ from pyorb.marshal.body import operation_descriptors
 from pyorb.server.strategies import names as strategy_names
 from pyorb.giop import codec
 from pyorb.giop.connection import GIOPConnection, Role
-from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8
+from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_context
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_1, GIOP_1_2, Reply, Request, Version
 from pyorb.testing.kit import ServerProcess
 
@@ -113,16 +114,50 @@ def test_plain_bodies_are_not_walked() -> None:
     assert layout.needs_bounds((12,))  # TypeCode
 
 
-def test_a_value_type_is_refused_not_sent_unscrubbed(server: ServerProcess) -> None:
-    # omniORB leaves padding uninitialised and pyorb cannot walk a value to zero
-    # it: the body is refused with MARSHAL in both directions, and nothing else is hurt.
+def test_a_value_type_goes_both_ways_with_a_live_server(server: ServerProcess) -> None:
     with pyorb.BlockingClient() as client:
         target = client.resolve(server.ior, Hardening.Target)
-        with pytest.raises(CORBA.MARSHAL):
-            target.make_point(1, 2)  # the server refuses to send its reply
-        with pytest.raises(CORBA.MARSHAL):
-            target.give_point(Hardening.Point(1, 2))  # the client refuses to send the request
+        point = target.make_point(1, 2)
+        assert isinstance(point, Hardening.Point) and (point.x, point.y) == (1, 2)
+        target.give_point(Hardening.Point(3, 4))
+        assert target.give_link(Hardening.Link(7, None)) == 7
+        assert target.give_link(None) == -1
     assert server.proc.poll() is None
+
+
+def send_value(port: int, operation: str, body: bytes) -> bytes:
+    """One request with a hand-made body on a fresh connection that negotiates
+    UTF-8 (so the body goes to the walk, not a char set conversion); the reply's bytes."""
+    message = codec.encode(Request(request_id=1, response_flags=3, object_key=b"Target", operation=operation,
+                                   body=body, service_contexts=(code_sets_context(CS_UTF8, CS_UTF16),)))
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(message)
+        head = _read(sock, 12)
+        assert head[:4] == b"GIOP" and head[7] == 1, head
+        return head + _read(sock, struct.unpack("<I" if head[6] & 1 else ">I", head[8:12])[0])
+
+
+@pytest.mark.parametrize("body", [hostile.deep_links(5), hostile.chunked_links(1)], ids=["plain", "chunked"])
+def test_a_hand_made_value_chain_is_taken(server: ServerProcess, body: bytes) -> None:
+    # The attacks below differ from these bodies only in the rule they break.
+    reply = send_value(server.port, "give_link", body)
+    assert reply[4:8] == b"\x01\x02\x01\x01" and reply[16:20] == bytes(4), reply[:200]  # NO_EXCEPTION
+    assert reply[-4:] == struct.pack("<i", 1 if body == hostile.deep_links(5) else 0)
+
+
+@pytest.mark.parametrize("attack", sorted(hostile.VALUE_ATTACKS))
+def test_hostile_value_gets_marshal_and_the_server_lives(server: ServerProcess, attack: str) -> None:
+    reply = send_value(server.port, "give_link", hostile.VALUE_ATTACKS[attack]())
+    assert MARSHAL_ID in reply, reply[:200]
+    assert server.proc.poll() is None, server.stderr
+    well_behaved(server)
+
+
+def test_a_value_of_an_unknown_type_gets_omniorbs_minor_code(server: ServerProcess) -> None:
+    reply = send_value(server.port, "give_link", hostile.unknown_value())
+    assert MARSHAL_ID in reply, reply[:200]
+    minor = struct.pack("<I" if reply[6] & 1 else ">I", omniORB.MARSHAL_NoValueFactory)
+    assert minor in reply[reply.index(MARSHAL_ID):], reply[:200]
     well_behaved(server)
 
 

@@ -27,7 +27,7 @@ from pyorb.marshal import layout
 from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
 from pyorb.marshal.references import ObjrefConverter, _has_objref, from_omni, to_omni
-from pyorb.marshal.values import resolve
+from pyorb.marshal.values import nested_value, resolve, values_can_nest
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded", "_strings", "_giop11", "_one")
+                 "_bounded", "_strings", "_giop11", "_one", "_nesting")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -111,9 +111,12 @@ class BodyCodec:
         self._objrefs = any(_has_objref(d) for d in descs)
         self._no_padding: dict[int, bool] = {}
         self._simple = len(descs) == 1 and not self._objrefs and _padding_free(descs, 0)
-        # Bodies that can nest without limit (any, TypeCode) or that the layout walk
-        # cannot walk (value types) are walked before omniORB unmarshals them.
+        # Bodies that can nest without limit (any, TypeCode, value types) are walked
+        # before omniORB unmarshals them.
         self._bounded = layout.needs_bounds(descs)
+        # omniORB's marshaler aborts the process on a value inside a value's state:
+        # such bodies are checked before it sees them.
+        self._nesting = values_can_nest(descs)
         self._strings = layout.has_strings(descs)  # bodies that change with the char code set
         # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
         descs11 = tuple(wide.giop11_descriptor(d) for d in descs)
@@ -169,6 +172,9 @@ class BodyCodec:
         if len(values) != self.count:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         pad = align % 8
+        if self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)):
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, "cannot send a value type inside another value's state: "
+                                "omniORB's marshaler cannot write one (pyorb does not send them yet)")
         try:
             if self._objrefs:
                 values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
@@ -218,12 +224,13 @@ class BodyCodec:
     def _scrub(self, body: bytes, pad: int, little_endian: bool) -> bytes:
         # omniORB leaves alignment padding uninitialised: process memory
         # must not leave the process, so every padding byte is zeroed.
-        # A body that cannot be walked (a value type) is refused, never sent unscrubbed.
+        # A body that cannot be walked (an abstract interface) is refused, never sent unscrubbed.
         buf = bytearray(body)
         try:
             layout.zero_padding(self._descs, buf, little_endian, pad)
         except ValueError as exc:
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
+            raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO,
+                                f"cannot send {exc}: pyorb does not marshal it") from None
         return bytes(buf)
 
     def unpack(
@@ -289,7 +296,7 @@ class BodyCodec:
             return layout.received(self._descs, body, little_endian, pad, bounds, fragment_starts=fragment_starts,
                                    text=text, giop_minor=2)
         except ValueError as exc:
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+            raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
 
 
 def _undecodable(exc: Exception) -> CORBA.SystemException:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import omniORB
 from omniORB import CORBA
 
+from pyorb.marshal.layout.descriptors import value_members
 from pyorb.marshal.orb import Descriptor
 
 TV_ANY, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 11, 15, 16, 19, 20, 21, 22
@@ -44,7 +45,7 @@ def map_leaves(
     classes (values about to be marshaled must not be changed under their
     owner); otherwise they are changed in place (values just unmarshaled).
     An any is walked by its TypeCode and keeps it; value types are left as
-    they are (pyorb does not send them).
+    they are.
     """
     if value is None or not inside(desc):
         return value
@@ -76,3 +77,68 @@ def map_leaves(
             return value  # (not an any at all: omniORB says BAD_PARAM)
         return CORBA.Any(value._t, map_leaves(value._t._d, value._v, inside, is_leaf, leaf, rebuild=rebuild))
     return value
+
+
+TV_VALUE, TV_VALUE_BOX = 29, 30
+
+
+def _children(desc: Descriptor) -> list[Descriptor]:
+    """The types directly inside a type (members, elements, arms, a box's content)."""
+    kind = desc[0] if isinstance(desc, tuple) else desc
+    if kind in (TV_SEQUENCE, TV_ARRAY):
+        return [desc[1]]
+    if kind in (TV_STRUCT, TV_EXCEPT):
+        return list(desc[5::2])
+    if kind == TV_UNION:
+        return [arm[2] for arm in desc[6]]
+    if kind == TV_VALUE_BOX:
+        return [desc[4]]
+    if kind == TV_VALUE:
+        return [t for _, t in value_members(desc)]
+    return []
+
+
+def values_can_nest(descs: tuple[Descriptor, ...]) -> bool:
+    """Whether a value of ``descs`` can hold a value type inside a value type's state
+    (by the declared types; a derived value may add members of its own)."""
+    seen: set[int] = set()
+    todo = [(d, False) for d in descs]
+    while todo:
+        desc, inside = todo.pop()
+        desc = resolve(desc)
+        kind = desc[0] if isinstance(desc, tuple) else desc
+        if kind in (TV_VALUE, TV_VALUE_BOX) and inside:
+            return True
+        key = id(desc) * 2 + inside
+        if key in seen:
+            continue
+        seen.add(key)
+        inner = inside or kind in (TV_VALUE, TV_VALUE_BOX)
+        todo.extend((child, inner) for child in _children(desc))
+    return False
+
+
+def nested_value(desc: Descriptor, value: Any, inside: bool = False) -> bool:
+    """Whether ``value`` (of type ``desc``) holds a value (not None) inside a value type's state."""
+    if value is None:
+        return False
+    desc = resolve(desc)
+    kind = desc[0] if isinstance(desc, tuple) else desc
+    if kind in (TV_VALUE, TV_VALUE_BOX):
+        if inside:
+            return True
+        if kind == TV_VALUE:  # the value's own type: a derived one may hold more
+            actual = omniORB.findType(getattr(value, "_NP_RepositoryId", desc[2]))
+            desc = actual if isinstance(actual, tuple) and actual[0] == TV_VALUE else desc
+            return any(nested_value(t, getattr(value, n, None), True) for n, t in value_members(desc))
+        return nested_value(desc[4], value, True)
+    if kind in (TV_SEQUENCE, TV_ARRAY):
+        if isinstance(desc[1], int):  # primitives: no values inside (and octets come as bytes)
+            return False
+        return any(nested_value(desc[1], v, inside) for v in value)
+    if kind in (TV_STRUCT, TV_EXCEPT):
+        return any(nested_value(t, getattr(value, n, None), inside) for n, t in zip(desc[4::2], desc[5::2]))
+    if kind == TV_UNION:
+        arm = desc[8].get(value._d, desc[7])
+        return arm is not None and nested_value(arm[2], value._v, inside)
+    return False

@@ -40,6 +40,7 @@ from pyorb.marshal.layout.kinds import (
 )
 from pyorb.marshal.layout.nodes import _Counted, _Fixed, _Node, _Ref, _Seq, _Struct, _Union, _Unsupported
 from pyorb.marshal.layout.typecodes import _Any, _TypeCodeValue
+from pyorb.marshal.layout.valuetypes import _Value
 
 __all__ = [
     "Bounds", "CDRLayoutError", "DEFAULT_BOUNDS", "Descriptor", "UnsupportedTypeError", "has_strings",
@@ -65,8 +66,9 @@ def zero_padding(
     form ``_omnipy.cdrMarshal`` writes) or 1 (GIOP 1.1's two-octet units).
 
     Raises CDRLayoutError (a ValueError) if the bytes do not match the types
-    or pass one of ``bounds``, UnsupportedTypeError for value types and
-    abstract interfaces.
+    or pass one of ``bounds`` (its ``minor`` is omniORB's MARSHAL_NoValueFactory
+    for a value whose repository id names no type loaded here),
+    UnsupportedTypeError for abstract interfaces.
     """
     node = _top(descs, giop_minor)
     n = len(data)
@@ -182,7 +184,7 @@ def transcode_strings(
     set.  Lengths and the alignment of everything after a string follow;
     padding comes out zeroed.  ``text`` may raise (a character the target
     code set lacks); CDRLayoutError (a ValueError) for malformed data or data
-    past one of ``bounds``, UnsupportedTypeError for value types.
+    past one of ``bounds``, UnsupportedTypeError for value types (not yet re-encoded).
     """
     return _move(descs, data, little_endian, base, (), 0, giop_minor, bounds, text)
 
@@ -205,6 +207,10 @@ def received(
     bound, UnsupportedTypeError for value types.
     """
     if fragment_starts or text is not None:
+        if not fragment_starts and _reaches(descs, lambda node: isinstance(node, _Value)):
+            # The copying walk cannot re-encode a value type yet: bound it in place first,
+            # so a hostile one is refused for what it is.
+            zero_padding(descs, bytearray(data), little_endian, base, giop_minor=giop_minor, bounds=bounds)
         return _move(descs, data, little_endian, base, fragment_starts, 12, giop_minor, bounds, text)
     zero_padding(descs, bytearray(data), little_endian, base, giop_minor=giop_minor, bounds=bounds)
     return data
@@ -226,17 +232,17 @@ def _move(
 
 
 def has_strings(descs: Sequence[Descriptor]) -> bool:
-    """Whether values of ``descs`` can hold a ``string`` (an any may hold anything):
+    """Whether values of ``descs`` can hold a ``string`` (an any or a value type may hold anything):
     only such bodies change with the char code set."""
-    return _reaches(descs, lambda node: isinstance(node, _Any) or (isinstance(node, _Counted) and node.nul))
+    return _reaches(descs, lambda node: isinstance(node, (_Any, _Value)) or (isinstance(node, _Counted) and node.nul))
 
 
 def needs_bounds(descs: Sequence[Descriptor]) -> bool:
     """Whether values of ``descs`` can hold what :class:`Bounds` limits (an any, a
-    TypeCode, a recursive type nested in itself) or what this module cannot walk
-    (value types): only such bodies need a walk before they are unmarshaled; for
-    the rest the octets bound all."""
-    return _reaches(descs, lambda node: isinstance(node, (_Any, _TypeCodeValue, _Unsupported, _Ref)))
+    TypeCode, a recursive type nested in itself), value types (indirections,
+    chunks, nesting) or what this module cannot walk: only such bodies need a
+    walk before they are unmarshaled; for the rest the octets bound all."""
+    return _reaches(descs, lambda node: isinstance(node, (_Any, _TypeCodeValue, _Unsupported, _Ref, _Value)))
 
 
 def _reaches(descs: Sequence[Descriptor], found: Callable[[_Node], bool]) -> bool:

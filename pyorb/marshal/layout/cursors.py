@@ -50,7 +50,8 @@ class _Frame(_Bounded):
     same buffer, so TypeCode positions stay comparable across frames.
     """
 
-    __slots__ = ("data", "end", "sh", "le", "ul", "uh", "minor", "tcs", "depth", "budget")
+    __slots__ = ("data", "end", "sh", "le", "ul", "uh", "minor", "tcs", "depth", "budget", "values", "chunked",
+                 "full_end")
 
     def __init__(
         self, data: bytearray, end: int, sh: int, le: bool, minor: int, tcs: _TCMap, depth: int, budget: int,
@@ -61,6 +62,12 @@ class _Frame(_Bounded):
         self.tcs, self.depth = tcs, depth
         self.budget = budget  # octets in the whole input: no array read from a TypeCode is larger
         _Bounded.__init__(self, bounds)
+        # Value types: where each value and repository id string started (the
+        # targets indirections may name), how many chunked values are open
+        # around the walk, and the end of the data while ``end`` is a chunk's.
+        self.values: dict[int, str] = {}
+        self.chunked = 0
+        self.full_end = end
 
     def ulong(self, i: int) -> tuple[int, int]:
         """Read an aligned ulong at or after ``i``, zeroing the padding before it."""

@@ -7,12 +7,13 @@ from typing import Any, Callable, Sequence
 
 from pyorb.marshal.layout.kinds import (
     Descriptor, TV_ALIAS, TV_ARRAY, TV_ENUM, TV_EXCEPT, TV_FIXED, TV_INDIRECT, TV_SEQUENCE, TV_STRING, TV_STRUCT,
-    TV_UNION, TV_WSTRING, _DISCS,
+    TV_UNION, TV_VALUE, TV_VALUE_BOX, TV_WSTRING, _DISCS,
 )
 from pyorb.marshal.layout.nodes import (
     _Counted, _Node, _Ref, _STRING, _ULONG, _Union, _array, _fixed_node, _sequence, _struct, _wide,
 )
 from pyorb.marshal.layout.typecodes import _simple_node
+from pyorb.marshal.layout.valuetypes import _Value
 
 
 class _Lazy(_Ref):
@@ -26,14 +27,7 @@ class _Lazy(_Ref):
 
     def get(self) -> _Node:
         if self.target is None:
-            desc = self.holder[0]
-            if isinstance(desc, str):
-                import omniORB  # the type registry, for IDL recursion by repository id
-
-                desc = omniORB.findType(desc)
-                if desc is None:
-                    raise TypeError(f"unknown recursive type {self.holder[0]!r}")
-            self.target = _compile(desc, self.minor)
+            self.target = _compile(_lazy_target(self.holder), self.minor)
         return self.target
 
 
@@ -61,7 +55,7 @@ def _build(desc: Descriptor, minor: int) -> _Node:
     kind = desc if isinstance(desc, int) else desc[0] if isinstance(desc, tuple) and desc else None
     if not isinstance(kind, int):
         raise TypeError(f"not an omniidl type descriptor: {desc!r}")
-    simple = _simple_node(kind, minor)
+    simple = None if kind in (TV_VALUE, TV_VALUE_BOX) else _simple_node(kind, minor)
     if simple is not None:
         return simple
     if not isinstance(desc, tuple):
@@ -100,6 +94,51 @@ def _strip_alias(desc: Descriptor) -> Descriptor:
     return desc
 
 
+def _build_value(desc: tuple[Any, ...], minor: int) -> _Node:
+    """omniidl's ``(tv_value, class, repoId, name, modifier, truncatable ids, base, (member, type, visibility)*)``
+    or ``(tv_value_box, class, repoId, name, boxed type)``."""
+    if desc[0] == TV_VALUE_BOX:
+        return _Value(desc[2], True, lambda: _compile(desc[4], minor), _find_value(minor))
+    return _Value(desc[2], False, lambda: _struct([_compile(m, minor) for _, m in value_members(desc)]),
+                  _find_value(minor))
+
+
+def value_members(desc: tuple[Any, ...]) -> list[tuple[str, Descriptor]]:
+    """(name, type) of a value type's state members, its bases' first."""
+    base = _strip_alias(desc[6])
+    if isinstance(base, tuple) and base[0] == TV_INDIRECT:
+        base = _lazy_target(base[1])
+    inherited = value_members(base) if isinstance(base, tuple) and base[0] == TV_VALUE else []
+    return inherited + list(zip(desc[7::3], desc[8::3]))
+
+
+def _lazy_target(holder: list[Any]) -> Descriptor:
+    desc = holder[0]
+    if isinstance(desc, str):
+        import omniORB  # the type registry, for IDL recursion by repository id
+
+        found = omniORB.findType(desc)
+        if found is None:
+            raise TypeError(f"unknown recursive type {desc!r}")
+        return found
+    return desc
+
+
+def _find_value(minor: int) -> Callable[[str], _Value | None]:
+    """Looks up the node of a value type by repository id (a derived value sent as its base)."""
+
+    def find(repo_id: str) -> _Value | None:
+        import omniORB  # the type registry: the value types this process has loaded
+
+        desc = omniORB.findType(repo_id)
+        if not isinstance(desc, tuple) or desc[0] not in (TV_VALUE, TV_VALUE_BOX):
+            return None
+        node = _compile(desc, minor)
+        return node if isinstance(node, _Value) else None
+
+    return find
+
+
 _BUILDERS: dict[int, Callable[[tuple[Any, ...], int], _Node]] = {
     TV_STRUCT: lambda d, mi: _struct([_compile(m, mi) for m in d[5::2]]),
     TV_EXCEPT: lambda d, mi: _struct([_STRING, *(_compile(m, mi) for m in d[5::2])]),
@@ -112,6 +151,8 @@ _BUILDERS: dict[int, Callable[[tuple[Any, ...], int], _Node]] = {
     TV_ALIAS: lambda d, mi: _compile(d[3], mi),
     TV_FIXED: lambda d, mi: _fixed_node(d[1]),
     TV_INDIRECT: lambda d, mi: _Lazy(d[1], mi),
+    TV_VALUE: _build_value,
+    TV_VALUE_BOX: _build_value,
 }
 
 

@@ -99,7 +99,15 @@ Repeat = tuple[int, "tuple[int, ...] | None"]
 
 
 class CDRLayoutError(ValueError):
-    """The bytes do not match the types they are said to encode."""
+    """The bytes do not match the types they are said to encode.
+
+    ``minor`` is the CORBA minor code the MARSHAL reporting it carries
+    (omniORB's, where it has one for the case; else 0).
+    """
+
+    def __init__(self, message: str, minor: int = 0) -> None:
+        super().__init__(message)
+        self.minor = minor
 
 
 class UnsupportedTypeError(NotImplementedError, ValueError):
