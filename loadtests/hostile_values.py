@@ -238,10 +238,11 @@ VALUE_ATTACKS = {
     "indirection forward": lambda: _v32(INDIRECTION) + _i32(8) + bytes(8),
     "indirection into itself": lambda: _v32(INDIRECTION) + _i32(-4),
     "indirection outside the stream": lambda: _v32(INDIRECTION) + _i32(-0x7FFFFFF0),
-    "indirection to an indirection": lambda: _v32(VALUE_TAG) + _v32(1) + _v32(INDIRECTION) + _i32(-12) + _v32(INDIRECTION) + _i32(-8),
+    "indirection to a repository id": lambda: _link_naming_its_own_id(),
     "chunk past the end": lambda: _v32(CHUNKED_TAG) + _v32(0x100000) + _v32(1) + _v32(0) + _v32(END_TAG),
     "chunk shorter than the state": lambda: _v32(CHUNKED_TAG) + _v32(4) + _v32(1) + _v32(END_TAG),
-    "chunk longer than the state": lambda: _v32(CHUNKED_TAG) + _v32(12) + _v32(1) + _v32(0) + _v32(5) + _v32(END_TAG),
+    "chunk longer than the state":
+        lambda: _v32(CHUNKED_TAG) + _v32(12) + _v32(1) + _v32(0) + _v32(5) + _v32(END_TAG),
     "wrong end tag": lambda: _v32(CHUNKED_TAG) + _v32(8) + _v32(1) + _v32(0) + _i32(-2),
     "no end tag": lambda: _v32(CHUNKED_TAG) + _v32(8) + _v32(1) + _v32(0),
     "bad value tag": lambda: _v32(0x7FFFFE00) + _v32(1) + _v32(0),
@@ -250,6 +251,13 @@ VALUE_ATTACKS = {
     "a chunked value in a chunked value": lambda: chunked_links(2),  # well-formed, but omniORB aborts on it
 }
 """Each: a give_link body the server must answer with MARSHAL (and carry on)."""
+
+
+def _link_naming_its_own_id() -> bytes:
+    """A link with its repository id whose next is an indirection to that string, not to a value."""
+    rid = b"IDL:Hardening/Link:1.0\0"
+    head = _v32(VALUE_TAG | 2) + _v32(len(rid)) + rid + bytes(-len(rid) % 4) + _v32(1)
+    return head + _v32(INDIRECTION) + _i32(4 - len(head) - 4)
 
 
 def unknown_value() -> bytes:

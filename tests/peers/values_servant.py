@@ -1,0 +1,117 @@
+"""The servant of idl/values.idl (served by ``pyorb serve`` and by omniORBpy's
+``pyorb.testing.omnipeer``), and the omniORBpy client calls of
+tests/interop/test_values_interop.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import Values  # loaded by `--idl idl/values.idl`
+import Values__POA
+
+
+class Echo(Values__POA.Echo):  # type: ignore[misc]
+    """Every operation answers with what it was given."""
+
+    def echo_point(self, p: Any) -> Any:
+        return p
+
+    def echo_points(self, ps: Any) -> Any:
+        return ps
+
+    def echo_triple(self, ps: Any) -> Any:
+        return ps
+
+    def echo_holder(self, h: Any) -> Any:
+        return h
+
+    def echo_choice(self, c: Any) -> Any:
+        return c
+
+    def echo_anything(self, a: Any) -> Any:
+        return a
+
+    def echo_chain(self, n: Any) -> Any:
+        return n
+
+    def echo_label(self, label: Any) -> Any:
+        return label
+
+    def echo_wlabel(self, label: Any) -> Any:
+        return label
+
+    def echo_longs(self, longs: Any) -> Any:
+        return longs
+
+    def echo_pair(self, pair: Any) -> Any:
+        return pair
+
+    def echo_secret(self, s: Any) -> Any:
+        return s
+
+    def echo_twice(self, p: Any) -> Any:
+        return [p, p]
+
+    def refuse(self, p: Any) -> None:
+        raise Values.Refused(p)
+
+
+def calls(echo: Any, exceptions: bool = True, wide: bool = True) -> dict[str, Any]:
+    """Every case through ``echo`` (an omniORB or a pyorb blocking reference): what came back, JSON-able.
+
+    ``exceptions=False`` leaves out the user exception holding a value: an
+    omniORBpy server cannot send one (its reply fails with
+    MARSHAL_CannotReserveOutputSpace and it answers MessageError); ``wide=False``
+    the boxed wstring (pyorb sends wide text inside values in the GIOP 1.2 form only)."""
+    p = Values.Point(1, -2, "név")
+    out: dict[str, Any] = {}
+    got = echo.echo_point(p)
+    out["point"] = [type(got).__name__, got.x, got.y, got.name]
+    got = echo.echo_point(Values.Point3(1, 2, "d", 3.5))
+    out["derived"] = [type(got).__name__, got.z]
+    got = echo.echo_point(Values.Tagged(1, 2, "t", "tag"))
+    out["truncatable"] = [type(got).__name__, got.tag]
+    got = echo.echo_point(None)
+    out["null"] = got is None
+    got = echo.echo_points([p, p, Values.Point(3, 4, "o")])
+    out["shared"] = [got[0] is got[1], got[0] is got[2], got[2].name]
+    got = echo.echo_twice(p)
+    out["twice"] = got[0] is got[1]
+    got = echo.echo_triple([p, None, p])
+    out["array"] = [got[0] is got[2], got[1] is None]
+    got = echo.echo_holder(Values.Holder(1, p, "l"))
+    out["holder"] = [got.flag, got.p.name, got.l]
+    got = echo.echo_choice(Values.Choice(p=p))
+    out["union"] = got.p.name
+    out["label"] = echo.echo_label("lábel")
+    if wide:
+        out["wlabel"] = echo.echo_wlabel("wide ∑")
+    out["longs"] = echo.echo_longs([1, 2, 3])
+    got = echo.echo_pair(Values.Pair(4, 5.5))
+    out["pair"] = [got.a, got.b]
+    got = echo.echo_secret(Values.Secret(1.5, 7))
+    out["secret"] = [got.key, got.tag]
+    got = echo.echo_chain(Values.Node(1, None))
+    out["chain"] = [got.id, got.next is None]
+    if not exceptions:
+        return out
+    try:
+        echo.refuse(p)
+        out["exception"] = "not raised"
+    except Values.Refused as exc:
+        out["exception"] = [type(exc.where).__name__, exc.where.name]
+    return out
+
+
+EXPECTED = {
+    "point": ["Point", 1, -2, "név"], "derived": ["Point3", 3.5], "truncatable": ["Tagged", "tag"], "null": True,
+    "shared": [True, False, "o"], "twice": True, "array": [True, True], "holder": [1, "név", "l"], "union": "név",
+    "label": "lábel", "wlabel": "wide ∑", "longs": [1, 2, 3], "pair": [4, 5.5], "secret": [1.5, 7],
+    "chain": [1, True], "exception": ["Point", "név"],
+}
+"""What :func:`calls` returns against a correct peer."""
+
+
+def omni_calls(orb: Any, obj: Any) -> dict[str, Any]:
+    """``omni_call`` entry: the cases from an omniORBpy client."""
+    return calls(obj)
