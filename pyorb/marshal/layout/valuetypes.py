@@ -120,11 +120,11 @@ class _Value(_Node):
 def _zero_chunked(state: _Node, f: _Frame, i: int) -> int:
     """Scrub a chunked value's state: in one go if it fits its first chunk (what
     omniORB writes for a small value), else step by step across chunk boundaries."""
-    first = (f.end, dict(f.values))
+    end = f.end
     try:
         return state.zero(f, i)
-    except CDRLayoutError:
-        f.end, f.values = first[0], first[1]  # walk again, following the chunks
+    except CDRLayoutError:  # walk again, following the chunks (what the first walk recorded stays true)
+        f.end = end
         return _split(state, f, i)
 
 
