@@ -124,3 +124,18 @@ def test_an_unknown_repository_id_is_omniorbs_no_value_factory() -> None:
         BodyCodec((Hardening._d_Link,)).unpack(hostile.unknown_value(), 0, True)
     assert caught.value.minor == omniORB.MARSHAL_NoValueFactory
     assert "IDL:Nowhere/Thing:1.0" in str(caught.value)
+
+
+def _id(text: str) -> bytes:
+    raw = text.encode() + b"\0"
+    return struct.pack("<I", len(raw)) + raw + bytes(-len(raw) % 4)
+
+
+def test_a_truncatable_value_of_an_unknown_type_arrives_as_its_known_base() -> None:
+    # Repository ids (an unknown derived type, then Point), Point's state in one
+    # chunk, the unknown type's own state in another, skipped.
+    state = struct.pack("<ii", 1, 2) + _id("ab")
+    body = (struct.pack("<II", 0x7FFFFF0E, 2) + _id("IDL:Values/Unknown:1.0") + _id("IDL:Values/Point:1.0")
+            + struct.pack("<I", len(state)) + state + struct.pack("<IIi", 4, 99, -1))
+    (got,) = BodyCodec((Values._d_Point,)).unpack(body, 0, True)
+    assert type(got) is Values.Point and (got.x, got.y, got.name) == (1, 2, "ab")
