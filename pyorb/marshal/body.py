@@ -98,7 +98,7 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded", "_strings", "_giop11", "_one", "_nesting")
+                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -117,6 +117,7 @@ class BodyCodec:
         # omniORB's marshaler aborts the process on a value inside a value's state:
         # such bodies are checked before it sees them.
         self._nesting = values_can_nest(descs)
+        self._prepare = self._objrefs or self._nesting  # (one test on the hot path for plain bodies)
         self._strings = layout.has_strings(descs)  # bodies that change with the char code set
         # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
         descs11 = tuple(wide.giop11_descriptor(d) for d in descs)
@@ -172,12 +173,9 @@ class BodyCodec:
         if len(values) != self.count:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
         pad = align % 8
-        if self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)):
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, "cannot send a value type inside another value's state: "
-                                "omniORB's marshaler cannot write one (pyorb does not send them yet)")
         try:
-            if self._objrefs:
-                values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
+            if self._prepare:
+                values = self._prepared(values)
             if self.count == 1 and not pad:  # one value needs no wrapping struct
                 body = cdr_marshal(self._descs[0], values[0], little_endian)
             else:
@@ -191,6 +189,16 @@ class BodyCodec:
         except Exception as exc:  # a Python value of the wrong type
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
         return body if self._padding_free(pad) else self._scrub(body, pad, little_endian)
+
+    def _prepared(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``values`` as omniORB's marshaler takes them: object references its own,
+        and never a value inside a value's state (on which it aborts the process)."""
+        if self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)):
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, "cannot send a value type inside another value's state: "
+                                "omniORB's marshaler cannot write one (pyorb does not send them yet)")
+        if self._objrefs:
+            values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
+        return values
 
     def _pack_in(self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int) -> bytes:
         body = self.pack(values, align, little_endian)
