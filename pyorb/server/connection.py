@@ -104,7 +104,7 @@ class ServerConnection(GIOPProtocol):
         self.transport.set_write_buffer_limits(high=self.config.write_buffer_limit)  # type: ignore[union-attr]
         if self._refuse:
             self.load.refused(self.peer)
-            self.close_idle()
+            self.close_idle(linger=False)
         elif self.draining:  # made while its server closes
             self.close_idle()
 
@@ -555,11 +555,16 @@ class ServerConnection(GIOPProtocol):
         if self.in_flight == 0:
             self.close_idle()
 
-    def close_idle(self) -> None:
-        """Tell the client that no request is lost (CloseConnection), then close."""
+    def close_idle(self, linger: bool = True) -> None:
+        """Tell the client that no request is lost (CloseConnection), then close in
+        order (:meth:`close_after_peer`); at once if not ``linger``: a connection
+        over the limit gives its descriptor back without waiting for its client."""
         if self.is_open:
             self.send(self.core.send(CloseConnection(self._version)))
-            self.close_after_peer()
+            if linger:
+                self.close_after_peer()
+            else:
+                self.close()
 
     def closed(self, exc: BaseException | None) -> None:
         # Calls still queued for a thread never run: nobody would read their
