@@ -139,7 +139,9 @@ def test_recommend_is_fast_enough_to_call_at_run_time() -> None:
         start = time.perf_counter()
         recommend(Workload(clients=clients, cpu=0.0005, delay=0.03))
         best = min(best, time.perf_counter() - start)
-    assert best < 1e-3
+    # About 0.8 ms on a quiet 2-core machine; the bound is an order of magnitude above it so that a
+    # loaded machine cannot fail it, and still far below the seconds between the adaptive strategy's looks.
+    assert best < 20e-3
 
 
 def test_a_workload_from_server_statistics() -> None:
