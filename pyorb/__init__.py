@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     )
     from pyorb.server.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
 
-__version__ = "0.1.0"
+    __version__: str
 
 _EXPORTS = {
     "AdmissionPolicy": "pyorb.server.admission",
@@ -69,4 +69,22 @@ def accelerated() -> bool:
     return _accelerator.status().compiled
 
 
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)
+_lazy_getattr, __dir__ = lazy_names(__name__, _EXPORTS)
+_DISTRIBUTION = "pyorb-asyncio"
+
+
+def _version() -> str:
+    """The installed distribution's version: ``pyproject.toml`` is its one source."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(_DISTRIBUTION)
+    except PackageNotFoundError:  # imported from a tree that was never installed
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> object:
+    if name == "__version__":
+        globals()["__version__"] = found = _version()
+        return found
+    return _lazy_getattr(name)
