@@ -24,21 +24,23 @@ def _allowed() -> list[str]:
     return [version for version in CANDIDATES if f"{version}.0" in spec]
 
 
-def _other_pythons() -> list[str]:
-    """The versions .ci/pythons tests by default (its ``versions=(...)`` line)."""
+def _defaults(script: str) -> list[str]:
+    """The versions a .ci script covers by default (its ``versions=(...)`` line)."""
     found = re.search(r"^\[ \$\{#versions\[@\]\} -gt 0 \] \|\| versions=\(([^)]*)\)$",
-                      (ROOT / ".ci" / "pythons").read_text(), re.M)
-    assert found, ".ci/pythons has no default list of versions"
+                      (ROOT / ".ci" / script).read_text(), re.M)
+    assert found, f".ci/{script} has no default list of versions"
     return found.group(1).split()
 
 
-def test_ci_runs_the_other_pythons() -> None:
-    assert re.search(r"^bash \.ci/pythons$", (ROOT / ".ci" / "run").read_text(), re.M)
-    assert set(_other_pythons()) <= set(_allowed())
+def test_ci_builds_and_installs_a_wheel_for_each_python() -> None:
+    run = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^bash \.ci/wheels \S+$", run, re.M) and re.search(r"^bash \.ci/installed \S+$", run, re.M)
+    assert _defaults("wheels") == _defaults("installed")
+    assert set(_defaults("wheels")) <= set(_allowed())
 
 
-def test_every_allowed_python_this_machine_has_is_tested() -> None:
+def test_every_allowed_python_this_machine_has_gets_a_wheel() -> None:
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     here = {version for version in _allowed() if list(pyenv.glob(f"{version}.*/bin/python"))}
-    main = f"{sys.version_info.major}.{sys.version_info.minor}"  # CI's own run uses this interpreter
-    assert here - {main} <= set(_other_pythons()), f"pyenv has {sorted(here)}; .ci/pythons tests {_other_pythons()}"
+    here.add(f"{sys.version_info.major}.{sys.version_info.minor}")
+    assert here <= set(_defaults("wheels")), f"this machine has {sorted(here)}; .ci/wheels builds {_defaults('wheels')}"
