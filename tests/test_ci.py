@@ -36,6 +36,7 @@ def test_ci_builds_and_installs_a_wheel_for_each_python() -> None:
     run = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^bash \.ci/wheels \S+$", run, re.M) and re.search(r"^bash \.ci/installed \S+$", run, re.M)
     assert _defaults("wheels") == _defaults("installed")
+    assert re.search(r"^bash \.ci/docs$", run, re.M)
     assert set(_defaults("wheels")) <= set(_allowed())
 
 
