@@ -1,112 +1,179 @@
 """The import rules of docs/architecture.md, checked against every import in the package.
 
-Function-level imports count too.  A layer may import only what the
-architecture page allows it; the protocol core and marshaling do no I/O;
-server and client never import each other; strategies never see sockets.
+The rules are read from the page's layer table, so the page and the check
+cannot disagree.  Every import form counts: ``import x``, ``from x import
+y``, relative imports, imports inside functions or under ``TYPE_CHECKING``,
+``cimport``/``import`` lines of ``.pyx`` files, and module names given as
+strings (``importlib.import_module("pyorb.x")``, ``"pyorb.x:attr"``, lazy
+export tables).
 """
 
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pyorb"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
-# Layer -> the pyorb layers it may import (besides itself).  Anything not
-# listed is the top (applications and tools), which may import everything.
-ALLOWED: dict[str, set[str]] = {
-    "pyorb.giop": set(),
-    "pyorb.marshal.layout": set(),
-    "pyorb.marshal": {"pyorb.giop", "pyorb.marshal.layout"},
-    "pyorb.config": {"pyorb.giop", "pyorb.marshal.layout"},
-    "pyorb.idl.compiler": {"pyorb.marshal", "pyorb.marshal.layout", "pyorb.giop"},
-    "pyorb.idl.model": set(),
-    "pyorb.tls": set(),
-    "pyorb.request_context": set(),
-    "pyorb.interceptors": {"pyorb.giop", "pyorb.tls"},
-    "pyorb.aio": {"pyorb.giop", "pyorb.config"},
-    "pyorb.client": {"pyorb.aio", "pyorb.giop", "pyorb.marshal", "pyorb.marshal.layout", "pyorb.config",
-                     "pyorb.tls", "pyorb.interceptors", "pyorb.request_context"},
-    "pyorb.model": set(),
-    "pyorb.server.strategies": {"pyorb.server", "pyorb.config", "pyorb.model"},
-    "pyorb.server": {"pyorb.aio", "pyorb.giop", "pyorb.marshal", "pyorb.marshal.layout", "pyorb.config",
-                     "pyorb.tls", "pyorb.interceptors", "pyorb.request_context",
-                     "pyorb.server.strategies"},
-}
-# Standard-library modules a layer must not import: the core and the models
-# do no I/O, strategies know nothing of sockets.
-NO_IO = {"socket", "ssl", "selectors", "asyncio", "subprocess"}
-FORBIDDEN_STDLIB: dict[str, set[str]] = {
-    "pyorb.giop": NO_IO,
-    "pyorb.marshal.layout": NO_IO,
-    "pyorb.marshal": NO_IO,
-    "pyorb.model": NO_IO,
-    "pyorb.server.strategies": {"socket", "ssl", "selectors"},
-}
+FACADE = "pyorb"
+FOUNDATION_ROW = "foundation"
+EVERYTHING = "everything"
 
 
-def layer(module: str) -> str:
-    """The layer of a dotted module name: its longest prefix in ALLOWED, else "top"."""
-    best = ""
-    for name in ALLOWED:
-        if (module == name or module.startswith(name + ".")) and len(name) > len(best):
-            best = name
-    return best or "top"
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    packages: tuple[str, ...]
+    may_import: frozenset[str] | None  # None: everything
+    never_imports: frozenset[str]
 
 
-def module_name(path: Path, root: Path = ROOT) -> str:
+@dataclass(frozen=True)
+class Rules:
+    layers: tuple[Layer, ...]
+    # (importing module, imported name) pairs the page allows across the rules.
+    exceptions: frozenset[tuple[str, str]]
+
+    def package_layer(self) -> dict[str, Layer]:
+        return {package: layer for layer in self.layers for package in layer.packages}
+
+    def layer_of(self, module: str) -> Layer | None:
+        """The layer of a dotted module name: the row naming its longest package prefix."""
+        best: tuple[str, Layer] | None = None
+        for package, layer in self.package_layer().items():
+            matches = module == package or (package != FACADE and module.startswith(package + "."))
+            if matches and (best is None or len(package) > len(best[0])):
+                best = (package, layer)
+        return best[1] if best else None
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+
+
+def _table(text: str, heading: str) -> list[list[str]]:
+    """The rows of the first Markdown table whose header row starts with ``heading``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {heading} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(_cells(line))
+    return rows
+
+
+def _names(cell: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"`([^`]+)`", cell))
+
+
+def read_rules(page: Path = ARCHITECTURE) -> Rules:
+    text = page.read_text()
+    layers = []
+    for name, packages, _job, may, never in _table(text, "layer"):
+        allowed = None if may == EVERYTHING else frozenset(_names(may))
+        layers.append(Layer(name, _names(packages), allowed, frozenset(_names(never))))
+    exceptions = frozenset(
+        (_names(module)[0], imported) for module, names, _why in _table(text, "module") for imported in _names(names)
+    )
+    return Rules(tuple(layers), exceptions)
+
+
+def module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, imported module) for every import in ``path``; ``from pyorb import x`` counts as ``pyorb.x``."""
+_MODULE_STRING = re.compile(r"pyorb(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?")
+
+
+def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """The absolute name of a relative import ``from <level dots><name> import ...`` in ``module``."""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def python_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, imported name) for every import in a .py file; ``from pyorb import x`` counts as ``pyorb.x``."""
     found: list[tuple[int, str]] = []
+    is_package = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            if node.module == "pyorb" or node.module.startswith("pyorb."):
-                found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, is_package, node.level, node.module) if node.level else node.module or ""
+            if source == "pyorb" or source.startswith("pyorb."):
+                found += [(node.lineno, f"{source}.{alias.name}") for alias in node.names]
             else:
-                found.append((node.lineno, node.module))
+                found.append((node.lineno, source))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
+            found.append((node.lineno, node.value))
     return found
 
 
-# Standard-library helpers of the package itself that any layer may use.
-FOUNDATION = ("pyorb._lazy", "pyorb._accelerator")
+_PYX_FROM = re.compile(r"^\s*from\s+([\w.]+)\s+c?import\s+\(?\s*([\w\s,]+)")
+_PYX_IMPORT = re.compile(r"^\s*c?import\s+([\w.]+)")
 
 
-def target_layer(imported: str) -> str | None:
-    """The pyorb layer an import reaches (None for a module outside pyorb or in the foundation)."""
-    if imported != "pyorb" and not imported.startswith("pyorb."):
-        return None
-    if any(imported == f or imported.startswith(f + ".") for f in FOUNDATION):
-        return None
-    # "from pyorb.marshal import Operation" names pyorb.marshal.Operation: the longest module prefix decides.
-    return layer(imported)
+def pyx_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, imported name) for every ``import``/``cimport`` line and module-name string of a .pyx file."""
+    found: list[tuple[int, str]] = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if match := _PYX_FROM.match(line):
+            source = match.group(1)
+            names = [n.split()[0] for n in match.group(2).split(",") if n.strip()]
+            if source == "pyorb" or source.startswith("pyorb."):
+                found += [(number, f"{source}.{name}") for name in names]
+            else:
+                found.append((number, source))
+        elif match := _PYX_IMPORT.match(line):
+            found.append((number, match.group(1)))
+        found += [(number, m.group(0)) for m in _MODULE_STRING.finditer(line) if m.group(0).count(".")
+                  and line[max(m.start() - 1, 0)] in "\"'"]
+    return found
 
 
-def violations(package: Path = PACKAGE) -> list[str]:
+def imports(path: Path, module: str) -> list[tuple[int, str]]:
+    return pyx_imports(path) if path.suffix == ".pyx" else python_imports(path, module)
+
+
+def _allows(rules: Rules, source: Layer, module: str, imported: str) -> bool:
+    if (module, imported) in rules.exceptions or source.may_import is None:
+        return True
+    target = rules.layer_of(imported.partition(":")[0])
+    return target is None or target is source or target.name == FOUNDATION_ROW or any(
+        rules.package_layer().get(p) is target for p in source.may_import
+    )
+
+
+def violations(package: Path = PACKAGE, rules: Rules | None = None) -> list[str]:
+    rules = rules or read_rules()
     root = package.parent
     found = []
-    for path in sorted(package.rglob("*.py")):
-        source = layer(module_name(path, root))
-        if source == "top":
+    for path in sorted([*package.rglob("*.py"), *package.rglob("*.pyx")]):
+        module = module_name(path, root)
+        where = path.relative_to(root)
+        source = rules.layer_of(module)
+        if source is None:
+            found.append(f"{where}:1: {module} is in no layer of docs/architecture.md")
             continue
-        allowed = ALLOWED[source] | {source}
-        for line, imported in imports(path):
-            where = f"{path.relative_to(root)}:{line}"
-            top_level = imported.split(".")[0]
-            if top_level in FORBIDDEN_STDLIB.get(source, set()):
-                found.append(f"{where}: {source} imports {imported} (no I/O here)")
-            target = target_layer(imported)
-            if target is not None and target not in allowed:
-                found.append(f"{where}: {source} imports {imported} ({target} is not below it)")
+        for line, imported in imports(path, module):
+            if imported.split(".")[0] in source.never_imports:
+                found.append(f"{where}:{line}: {source.name} imports {imported} (no I/O here)")
+            if imported.startswith("pyorb") and not _allows(rules, source, module, imported):
+                target = rules.layer_of(imported.partition(":")[0])
+                assert target is not None
+                found.append(f"{where}:{line}: {source.name} imports {imported} ({target.name} is not below it)")
     return found
 
 
@@ -114,34 +181,66 @@ def test_every_import_follows_the_layers() -> None:
     assert violations() == []
 
 
-def test_the_rules_catch_violations(tmp_path: Path) -> None:
-    """The checker itself, on a made-up tree: each kind of violation is reported."""
-    files = {
-        "client/probe.py": "from pyorb.server.server import Server\n",
-        "giop/probe.py": "def f():\n    import socket\n",
-        "aio/probe.py": "from pyorb import marshal\n",
-        "server/strategies/probe.py": "import socket\nfrom pyorb.aio.protocol import GIOPProtocol\n",
-        "cli/fine.py": "from pyorb.server.server import Server\nimport socket\n",
-    }
-    for name, text in files.items():
+# One file per import form, each breaking a rule; and files that keep them.
+PROBES = {
+    "client/plain.py": "import pyorb.server.server\n",
+    "client/from_import.py": "from pyorb.server.server import Server\n",
+    "client/from_package.py": "from pyorb import server\n",
+    "client/relative.py": "from ..server import server\n",
+    "client/in_function.py": "def f():\n    from pyorb.server import adapter\n",
+    "client/type_checking.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pyorb.server.server import Server\n",
+    "client/import_module.py": "import importlib\nimportlib.import_module('pyorb.server.server')\n",
+    "client/by_name.py": "MAKER = 'pyorb.server.server:Server'\n",
+    "client/lazy.py": "EXPORTS = {'Server': 'pyorb.server.server'}\n",
+    "giop/compiled.pyx": "from pyorb.aio import protocol as _protocol\n",
+    "giop/cimported.pyx": "from pyorb.marshal.orb cimport marshal\n",
+    "giop/io.py": "def f():\n    import socket\n",
+    "giop/io_compiled.pyx": "import asyncio\n",
+    "aio/probe.py": "from pyorb import marshal\n",
+    "server/strategies/probe.py": "import socket\nfrom pyorb.aio.protocol import GIOPProtocol\n",
+    "giop/top.py": "from pyorb.cli import app\n",
+    "unplaced/probe.py": "X = 1\n",
+    "cli/fine.py": "from pyorb.server.server import Server\nimport socket\n",
+    "giop/fine.py": "from . import cdr\nfrom pyorb import _accelerator\n",
+    "giop/fine_compiled.pyx": "from cpython.object cimport PyObject\nfrom pyorb.giop import codec as _codec\n",
+    "client/fine.py": "from .calls import route_for\nNAME = 'pyorb.giop.codec'\n",
+}
+
+
+def test_the_rules_catch_every_form_of_import(tmp_path: Path) -> None:
+    """The checker itself, on a made-up tree: each form of import that breaks a rule is reported."""
+    for name, text in PROBES.items():
         (tmp_path / "pyorb" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "pyorb" / name).write_text(text)
     found = violations(tmp_path / "pyorb")
-    assert [f.split(":")[0] for f in found] == [
-        "pyorb/aio/probe.py", "pyorb/client/probe.py", "pyorb/giop/probe.py",
-        "pyorb/server/strategies/probe.py", "pyorb/server/strategies/probe.py",
-    ], found
+    broken = sorted({f.split(":")[0] for f in found})
+    assert broken == sorted(f"pyorb/{name}" for name in PROBES if "fine" not in name), found
+    assert sum("strategies/probe.py" in f for f in found) == 2, found
 
 
-def test_the_page_names_every_part_of_the_package() -> None:
-    page = ARCHITECTURE.read_text()
-    parts = {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__", "_lazy")}
-    parts |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    missing = sorted(p for p in parts if f"pyorb.{p}" not in page)
-    assert missing == [], f"docs/architecture.md does not place: {missing}"
-    for name in ALLOWED:
-        assert f"`{name}`" in page or f"`{name.rsplit('.', 1)[-1]}`" in page, name
+def test_a_broken_rule_on_the_page_is_caught(tmp_path: Path) -> None:
+    """The rules come from the page: a page that lets the client import the server passes such a file."""
+    page = tmp_path / "architecture.md"
+    text = ARCHITECTURE.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| client |"))
+    cells = _cells(row)
+    cells[3] += ", `pyorb.server`"
+    page.write_text(text.replace(row, "| " + " | ".join(cells) + " |"))
+    (tmp_path / "pyorb" / "client").mkdir(parents=True)
+    (tmp_path / "pyorb" / "client" / "probe.py").write_text("from pyorb.server.server import Server\n")
+    assert violations(tmp_path / "pyorb", read_rules(page)) == []
+    assert violations(tmp_path / "pyorb") != []
 
 
-def test_server_and_client_never_import_each_other() -> None:
-    assert "pyorb.client" not in ALLOWED["pyorb.server"] and "pyorb.server" not in ALLOWED["pyorb.client"]
+def test_every_named_package_exists() -> None:
+    rules = read_rules()
+    named = [p for layer in rules.layers for p in (*layer.packages, *(layer.may_import or ()))]
+    missing = [p for p in named if not (ROOT / p.replace(".", "/")).is_dir()
+               and not (ROOT / (p.replace(".", "/") + ".py")).is_file() and p != FACADE]
+    assert missing == []
+
+
+@pytest.mark.parametrize(("a", "b"), [("pyorb.server", "pyorb.client"), ("pyorb.client", "pyorb.server")])
+def test_server_and_client_never_import_each_other(a: str, b: str) -> None:
+    owner = read_rules().package_layer()
+    assert b not in (owner[a].may_import or {b})
