@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         ServantLocator as ServantLocator,
         current_object_id as current_object_id,
     )
-    from pyorb.server.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
+    from pyorb.server.call.servant import ResponseHandler as ResponseHandler, amh_skeleton as amh_skeleton
 
     __version__: str
 
@@ -43,11 +43,11 @@ _EXPORTS = {
     "Poller": "pyorb.client.proxy",
     "ProtocolError": "pyorb.giop.errors",
     "RequestContext": "pyorb.request_context",
-    "ResponseHandler": "pyorb.server.servant",
+    "ResponseHandler": "pyorb.server.call.servant",
     "ServantActivator": "pyorb.server.managers",
     "ServantLocator": "pyorb.server.managers",
     "Server": "pyorb.server.server",
-    "amh_skeleton": "pyorb.server.servant",
+    "amh_skeleton": "pyorb.server.call.servant",
     "compile_idl": "pyorb.idl",
     "current": "pyorb.request_context",
     "current_object_id": "pyorb.server.managers",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from omniORB import CORBA
 
-from pyorb.server.servant import ResponseHandler, ServantInfo, amh_skeleton
+from pyorb.server.call.servant import ResponseHandler, ServantInfo, amh_skeleton
 
 if TYPE_CHECKING:
 

@@ -2,7 +2,7 @@
 
 A synchronous servant under ``reactive`` is run and answered by the
 connection itself (``ServerConnection._answer_inline``) unless the route has a
-deadline, which sends it through a :class:`~pyorb.server.dispatch.Call`; on a
+deadline, which sends it through a :class:`~pyorb.server.call.dispatch.Call`; on a
 dispatcher thread, ``run_blocking`` makes the common reply itself and hands
 every other outcome to the call.  The same servant is activated all these
 ways here, and every outcome a client can see (a result, each kind of

@@ -358,7 +358,7 @@ async def test_a_client_gone_with_requests_pending_leaks_nothing(
     await until(lambda: threading.active_count() <= threads_before + 2)  # pool threads may stay; no per-call ones
     await asyncio.sleep(0.05)  # a finished task's done callbacks (which hold its call) run an iteration later
     gc.collect()
-    from pyorb.server.dispatch import Call
+    from pyorb.server.call.dispatch import Call
     assert not [o for o in gc.get_objects() if isinstance(o, Call)]
 
 
@@ -469,7 +469,7 @@ async def test_a_reply_in_time_releases_the_call_and_a_racing_reply_is_quiet(
     import gc
     import weakref
 
-    from pyorb.server.dispatch import Call
+    from pyorb.server.call.dispatch import Call
 
     class Racer(Bench__POA.Sink):  # type: ignore[misc,valid-type]
         def work(self, token: int) -> int:

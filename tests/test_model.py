@@ -10,7 +10,7 @@ import pytest
 from pyorb.model import Calibration, Host, Station, Workload, predict, recommend, repairman, solve
 from pyorb.model import host as host_model
 from pyorb.model.strategies import parse_spec
-from pyorb.server.stats import RecorderSnapshot, ServerStats, Timing
+from pyorb.server.call.stats import RecorderSnapshot, ServerStats, Timing
 
 
 def repairman_closed_form(n: int, demand: float, think: float) -> float:

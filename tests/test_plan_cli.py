@@ -10,7 +10,7 @@ import pytest
 
 from pyorb.cli.app import run
 from pyorb.cli.plan import client_counts, duration, stats_json
-from pyorb.server.stats import RecorderSnapshot, ServerStats, Timing
+from pyorb.server.call.stats import RecorderSnapshot, ServerStats, Timing
 
 
 def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -11,9 +11,9 @@ from pyorb.giop.ior import IOR
 from pyorb.marshal import Operation
 from pyorb.marshal.body import IS_A, NON_EXISTENT
 from pyorb.server.admission import Admission, AdmissionPolicy
-from pyorb.server.dispatch import Strategy
-from pyorb.server.servant import OpEntry, ServantInfo, Style, servant_info
-from pyorb.server.stats import Recorder
+from pyorb.server.call.dispatch import Strategy
+from pyorb.server.call.servant import OpEntry, ServantInfo, Style, servant_info
+from pyorb.server.call.stats import Recorder
 from pyorb.server.strategies import StrategyRegistry
 
 if TYPE_CHECKING:

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING
 from omniORB import CORBA
 
 if TYPE_CHECKING:
-    from pyorb.server.dispatch import Call
-    from pyorb.server.stats import Recorder
+    from pyorb.server.call.dispatch import Call
+    from pyorb.server.call.stats import Recorder
 
 log = logging.getLogger(__name__)
 

@@ -39,10 +39,10 @@ from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
 from pyorb.request_context import serve_in_frame
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
-from pyorb.server.dispatch import Call, ManagedCall, servant_raised
+from pyorb.server.call.dispatch import Call, ManagedCall, servant_raised
 from pyorb.server.load import ServerLoad
-from pyorb.server.reply import ReplyInbox, ReplySink, run_send_reply, service_contexts
-from pyorb.server.servant import ServantInfo, Style
+from pyorb.server.call.reply import ReplyInbox, ReplySink, run_send_reply, service_contexts
+from pyorb.server.call.servant import ServantInfo, Style
 
 if TYPE_CHECKING:
     from pyorb.config import Config

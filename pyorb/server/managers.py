@@ -39,7 +39,7 @@ from pyorb.giop.messages import GIOP_1_2, LocateRequest, LocateStatus, Request
 from pyorb.marshal.body import NON_EXISTENT
 from pyorb.request_context import OBJECT_ID
 from pyorb.server.adapter import Binding, ObjectAdapter, Route, RouteOptions
-from pyorb.server.servant import ServantInfo, servant_info
+from pyorb.server.call.servant import ServantInfo, servant_info
 
 if TYPE_CHECKING:
     from pyorb.interceptors import ServerRequestInfo

@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 if TYPE_CHECKING:
     from pyorb.server.server import Server
-    from pyorb.server.stats import RecorderSnapshot, Timing
+    from pyorb.server.call.stats import RecorderSnapshot, Timing
 
 QUANTILES = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
 

@@ -21,10 +21,10 @@ from pyorb.interceptors import check as check_interceptors
 from pyorb.server.admission import AdmissionPolicy
 from pyorb.server.adapter import ObjectAdapter, RouteOptions
 from pyorb.server.connection import ServerConnection
-from pyorb.server.dispatch import Strategy
+from pyorb.server.call.dispatch import Strategy
 from pyorb.server.load import ServerLoad
-from pyorb.server.reply import ReplyInbox
-from pyorb.server.stats import ServerStats, merge
+from pyorb.server.call.reply import ReplyInbox
+from pyorb.server.call.stats import ServerStats, merge
 
 if TYPE_CHECKING:
     from pyorb.server.managers import ServantActivator, ServantLocator

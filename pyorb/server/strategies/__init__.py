@@ -42,7 +42,7 @@ import ast
 import inspect
 from typing import Callable, Hashable, Iterator
 
-from pyorb.server.dispatch import Strategy
+from pyorb.server.call.dispatch import Strategy
 from pyorb.server.strategies.adaptive import AdaptiveStrategy
 from pyorb.server.strategies.locality import LocalityStrategy
 from pyorb.server.strategies.loop import EventLoopStrategy

@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from time import monotonic, perf_counter, thread_time
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Protocol
 
-from pyorb.server.dispatch import Call, Strategy, run_on_loop
-from pyorb.server.servant import Style
-from pyorb.server.stats import Gauges
+from pyorb.server.call.dispatch import Call, Strategy, run_on_loop
+from pyorb.server.call.servant import Style
+from pyorb.server.call.stats import Gauges
 
 if TYPE_CHECKING:
     from pyorb.model import Workload

@@ -21,7 +21,7 @@ from collections import deque
 from time import monotonic
 from typing import Hashable
 
-from pyorb.server.dispatch import Call
+from pyorb.server.call.dispatch import Call
 from pyorb.server.strategies.threads import _join, _positive, _ThreadStrategy, run_admitted
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Hashable
 
-from pyorb.server.dispatch import Call, run_on_loop
-from pyorb.server.stats import Gauges
+from pyorb.server.call.dispatch import Call, run_on_loop
+from pyorb.server.call.stats import Gauges
 
 
 class EventLoopStrategy:

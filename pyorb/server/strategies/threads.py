@@ -18,8 +18,8 @@ from typing import Hashable
 
 from omniORB import CORBA
 
-from pyorb.server.dispatch import Call, run_blocking, run_on_loop
-from pyorb.server.stats import Gauges
+from pyorb.server.call.dispatch import Call, run_blocking, run_on_loop
+from pyorb.server.call.stats import Gauges
 
 log = logging.getLogger(__name__)
 

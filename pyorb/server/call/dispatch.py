@@ -18,9 +18,9 @@ from omniORB import CORBA
 
 from pyorb.giop.messages import GIOP_1_2, Version
 from pyorb.request_context import SERVING, serve_in_frame
-from pyorb.server.reply import _TAKE, Channel, ReplySink
-from pyorb.server.servant import OpEntry, ResponseHandler, Style
-from pyorb.server.stats import Gauges, Recorder
+from pyorb.server.call.reply import _TAKE, Channel, ReplySink
+from pyorb.server.call.servant import OpEntry, ResponseHandler, Style
+from pyorb.server.call.stats import Gauges, Recorder
 
 if TYPE_CHECKING:
     from pyorb.interceptors import ServerRequestInfo

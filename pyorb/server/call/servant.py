@@ -26,7 +26,7 @@ from typing import Any, Generator
 from omniORB import CORBA
 
 from pyorb.marshal import Operation
-from pyorb.server.reply import ReplySink
+from pyorb.server.call.reply import ReplySink
 
 log = logging.getLogger(__name__)
 
