@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from omniORB import CORBA
 
-from pyorb.server.call.servant import ResponseHandler, ServantInfo, amh_skeleton
+# Generated stubs take the server's names from here, not from where they live.
+from pyorb.server.call.servant import ResponseHandler as ResponseHandler
+from pyorb.server.call.servant import ServantInfo, amh_skeleton
+from pyorb.server.call.servant import response_handler_class as response_handler_class
 
 if TYPE_CHECKING:
 

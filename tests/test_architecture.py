@@ -198,6 +198,8 @@ PROBES = {
     "giop/io_compiled.pyx": "import asyncio\n",
     "aio/probe.py": "from pyorb import marshal\n",
     "server/strategies/probe.py": "import socket\nfrom pyorb.aio.protocol import GIOPProtocol\n",
+    "server/strategies/adapter.py": "from pyorb.server.adapter import ObjectAdapter\n",
+    "server/call/strategy.py": "from pyorb.server.strategies import StrategyRegistry\n",
     "giop/top.py": "from pyorb.cli import app\n",
     "unplaced/probe.py": "X = 1\n",
     "cli/fine.py": "from pyorb.server.server import Server\nimport socket\n",
@@ -230,6 +232,16 @@ def test_a_broken_rule_on_the_page_is_caught(tmp_path: Path) -> None:
     (tmp_path / "pyorb" / "client" / "probe.py").write_text("from pyorb.server.server import Server\n")
     assert violations(tmp_path / "pyorb", read_rules(page)) == []
     assert violations(tmp_path / "pyorb") != []
+
+
+def test_each_layer_imports_only_layers_above_it_in_the_table() -> None:
+    """The table lists layers bottom first: a layer's imports are earlier rows, so no two layers import each other."""
+    rules = read_rules()
+    row = {layer.name: i for i, layer in enumerate(rules.layers)}
+    owner = rules.package_layer()
+    upward = [(layer.name, p) for layer in rules.layers for p in layer.may_import or ()
+              if row[owner[p].name] >= row[layer.name]]
+    assert upward == []
 
 
 def test_every_named_package_exists() -> None:

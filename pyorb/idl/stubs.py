@@ -310,7 +310,7 @@ class CompanionStub(Stub):
             body += self.proxy(d) + self.ami_handler(d) + self.response_handler(d) + self.skeleton(d)
         preamble = (
             "import asyncio\n" + _TYPING + "from pyorb.client.proxy import ExceptionHolder, ObjectRef, Poller\n"
-            "from pyorb.server.call.servant import ResponseHandler\n"
+            "from pyorb.typed import ResponseHandler\n"
         )
         return self.file(preamble, body)
 
@@ -401,6 +401,6 @@ class CompanionModule(Stub):
         imports = (
             "from __future__ import annotations\n\nfrom typing import Any, Protocol\n\n"
             "from pyorb.client.proxy import ExceptionHolder, ObjectRef, proxy_class\n"
-            "from pyorb.server.call.servant import response_handler_class\nfrom pyorb.typed import typed_skeleton\n"
+            "from pyorb.typed import response_handler_class, typed_skeleton\n"
         )
         return self.file(doc + imports, body)
