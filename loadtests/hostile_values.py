@@ -21,7 +21,7 @@ from typing import Callable, Protocol
 from pyorb.giop import codec
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import GIOPConnection, Role
-from pyorb.giop.ior import CS_UTF16, code_sets_context
+from pyorb.giop.codesets import CS_UTF16, code_sets_context
 from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, Reply, ReplyStatus, Request, ServiceContext, Version
 
 TK_NULL, TK_LONG, TK_ANY, TK_STRUCT, TK_SEQUENCE, TK_ARRAY = 0, 3, 11, 15, 19, 20

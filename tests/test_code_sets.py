@@ -21,7 +21,7 @@ import pyorb
 from pyorb import marshal
 from pyorb.giop import codec
 from pyorb.giop.connection import GIOPConnection, Role
-from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_context
+from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_context
 from pyorb.giop.messages import NEED_DATA, Reply, ReplyStatus, Request
 
 Interop = pyorb.load_idl("idl/interop.idl").Interop

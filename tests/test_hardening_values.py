@@ -34,7 +34,7 @@ from pyorb.marshal.body import operation_descriptors
 from pyorb.server.strategies import names as strategy_names
 from pyorb.giop import codec
 from pyorb.giop.connection import GIOPConnection, Role
-from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_context
+from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_context
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_1, GIOP_1_2, Reply, Request, Version
 from pyorb.testing.kit import ServerProcess
 

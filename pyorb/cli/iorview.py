@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyorb.giop import codesets
 from pyorb.giop import ior as iors
 from pyorb.giop.errors import ProtocolError
 
@@ -86,7 +87,7 @@ def _component_value(c: iors.TaggedComponent) -> dict[str, Any]:
 
 
 def _code_sets(c: iors.CodeSetComponent) -> dict[str, Any]:
-    return {"native": iors.code_set_name(c.native), "conversion": [iors.code_set_name(x) for x in c.conversion]}
+    return {"native": codesets.code_set_name(c.native), "conversion": [codesets.code_set_name(x) for x in c.conversion]}
 
 
 def table(ior: iors.IOR, source: str) -> Any:

@@ -25,21 +25,16 @@ from pyorb.giop.connection import GIOPConnection
 from pyorb.giop.detail import exception_detail
 from pyorb.giop.errors import ProtocolError
 from pyorb.interceptors import ClientInterceptor, ClientRequestInfo
-from pyorb.giop.ior import (
+from pyorb.giop.codesets import (
     CS_ISO8859_1,
     CS_UTF8,
     CS_UTF16,
-    IOR,
     CodeSetIncompatible,
-    CodeSetsInfo,
-    GroupComponent,
-    IIOPProfile,
-    ORB_TYPE_OMNIORB,
     code_set_name,
     code_sets_context,
     negotiate,
-    parse_reference,
 )
+from pyorb.giop.ior import IOR, CodeSetsInfo, GroupComponent, IIOPProfile, ORB_TYPE_OMNIORB, parse_reference
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_1,

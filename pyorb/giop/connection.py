@@ -40,7 +40,7 @@ from pyorb.giop.codec import (
     parse_header,
 )
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import CS_ISO8859_1, parse_code_sets_context
+from pyorb.giop.codesets import CS_ISO8859_1, parse_code_sets_context
 from pyorb.giop.messages import (
     CLOSED,
     SC_CODE_SETS,

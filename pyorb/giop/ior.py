@@ -1,11 +1,10 @@
-"""Interoperable Object References, corbaloc URLs and code-set negotiation.
+"""Interoperable Object References and corbaloc URLs (code sets are in :mod:`pyorb.giop.codesets`).
 
 Everything here is pure data transformation (no I/O).  Decoders of wire data
-(:meth:`IOR.decode`, :meth:`IOR.from_string`, :meth:`CodeSetsInfo.decode`,
-:func:`parse_code_sets_context`) raise only :class:`ProtocolError`; functions
-that take user input (corbaloc URLs, :func:`parse_reference`, :func:`build_ior`
-arguments) raise :class:`ValueError`, because a typo in a URL is not a broken
-peer.
+(:meth:`IOR.decode`, :meth:`IOR.from_string`, :meth:`CodeSetsInfo.decode`)
+raise only :class:`ProtocolError`; functions that take user input (corbaloc
+URLs, :func:`parse_reference`, :func:`build_ior` arguments) raise
+:class:`ValueError`, because a typo in a URL is not a broken peer.
 
 Layout reminders (CORBA 3.0 ch. 13):
 
@@ -25,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence, Union
 
 from pyorb.giop.cdr import CDRReader, CDRWriter, new_encapsulation, open_encapsulation
+from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8, CS_UTF16
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.messages import SC_CODE_SETS, ServiceContext
 
 # --- tags ---------------------------------------------------------------------
 
@@ -54,42 +53,8 @@ TLS_PROTECTION = INTEGRITY | CONFIDENTIALITY | DETECT_REPLAY | DETECT_MISORDERIN
 # omniORB's TAG_ORB_TYPE value: the bytes "ATT\0" read as a ulong.
 ORB_TYPE_OMNIORB = 0x41545400
 
-# --- code sets (OSF character and code set registry ids) ----------------------
-
-CS_ISO8859_1 = 0x00010001
-CS_UCS2 = 0x00010100  # UCS-2 level 1
-CS_UTF16 = 0x00010109
-CS_UTF8 = 0x05010001
-
-CODE_SET_NAMES: dict[int, str] = {
-    CS_ISO8859_1: "ISO-8859-1",
-    CS_UCS2: "UCS-2",
-    CS_UTF16: "UTF-16",
-    CS_UTF8: "UTF-8",
-}
-"""Display names, as omniORB's ``catior`` prints them."""
-
-CODE_SET_CODECS: dict[int, str] = {
-    CS_ISO8859_1: "latin-1",
-    CS_UCS2: "utf-16",  # a subset of UTF-16 (no surrogates)
-    CS_UTF16: "utf-16",
-    CS_UTF8: "utf-8",
-}
-"""Python codec per code set.  For the 16-bit sets the byte order is not part
-of the code set: it comes from a BOM or, failing that, from the GIOP rules, so
-callers pick ``utf-16-be``/``utf-16-le`` themselves."""
-
-# What pyorb can transmit (it converts to and from Python ``str`` itself).
-CHAR_CONVERSIONS: tuple[int, ...] = (CS_UTF8, CS_ISO8859_1)
-WCHAR_CONVERSIONS: tuple[int, ...] = (CS_UTF16,)
-
 DEFAULT_CORBALOC_PORT = 2809
 _IIOP_VERSIONS = ((1, 0), (1, 1), (1, 2))
-
-
-def code_set_name(code_set: int) -> str:
-    """A readable name for an OSF code set id (hex when unknown)."""
-    return CODE_SET_NAMES.get(code_set, f"0x{code_set:08x}")
 
 
 # --- components ----------------------------------------------------------------
@@ -728,80 +693,7 @@ def parse_reference(text: str) -> IOR:
     raise ValueError(f"not an object reference (expected IOR: or corbaloc:): {text[:40]!r}")
 
 
-# --- code-set negotiation ------------------------------------------------------
-
-
-class CodeSetIncompatible(ValueError):
-    """No transmission code set both sides support (CORBA CODESET_INCOMPATIBLE)."""
-
-
-def negotiate(
-    server: CodeSetsInfo | None,
-    client_native_char: int = CS_UTF8,
-    client_native_wchar: int = CS_UTF16,
-    *,
-    char_conversions: tuple[int, ...] = CHAR_CONVERSIONS,
-    wchar_conversions: tuple[int, ...] = WCHAR_CONVERSIONS,
-) -> tuple[int, int]:
-    """Client-side choice of (TCS-C, TCS-W) from the server's code sets.
-
-    Without a component the spec's defaults apply: ISO-8859-1 for char and no
-    wchar (0: wide data cannot be sent).  Otherwise, in order: equal natives;
-    the server's native if we can convert to it; our native if the server can
-    convert from it; the first server conversion set we also support (this
-    covers the UTF-8 / UTF-16 fallback when both sides list it); else
-    :class:`CodeSetIncompatible`.
-    """
-    if server is None:
-        return CS_ISO8859_1, 0
-    tcs_c = _select(server.char, client_native_char, char_conversions, CS_ISO8859_1, "char")
-    tcs_w = _select(server.wchar, client_native_wchar, wchar_conversions, 0, "wchar")
-    return tcs_c, tcs_w
-
-
-def _select(
-    server: CodeSetComponent, native: int, conversions: tuple[int, ...], unspecified: int, kind: str
-) -> int:
-    if server.native == 0 and not server.conversion:
-        return unspecified  # the server states nothing: same as no component
-    if server.native == native:
-        return native
-    if server.native in conversions:
-        return server.native
-    if native in server.conversion:
-        return native
-    for cs in server.conversion:
-        if cs == native or cs in conversions:
-            return cs
-    raise CodeSetIncompatible(
-        f"no common {kind} code set: server native {code_set_name(server.native)} "
-        f"converts {[code_set_name(c) for c in server.conversion]}, "
-        f"client native {code_set_name(native)} converts {[code_set_name(c) for c in conversions]}"
-    )
-
-
-def code_sets_context(tcs_c: int, tcs_w: int, little_endian: bool = True) -> ServiceContext:
-    """The CodeSets service context (CONV_FRAME::CodeSetContext) a client sends."""
-    w = new_encapsulation(little_endian)
-    w.ulong(tcs_c)
-    w.ulong(tcs_w)
-    return ServiceContext(SC_CODE_SETS, w.getvalue())
-
-
-def parse_code_sets_context(data: bytes) -> tuple[int, int]:
-    """(TCS-C, TCS-W) from CodeSets service context data; :class:`ProtocolError` if malformed."""
-    r = open_encapsulation(data, "CodeSets service context")
-    return r.ulong(), r.ulong()
-
-
 __all__ = [
-    "CHAR_CONVERSIONS",
-    "CODE_SET_CODECS",
-    "CODE_SET_NAMES",
-    "CS_ISO8859_1",
-    "CS_UCS2",
-    "CS_UTF16",
-    "CS_UTF8",
     "DEFAULT_CODE_SETS",
     "DEFAULT_CORBALOC_PORT",
     "IOR",
@@ -811,9 +703,7 @@ __all__ = [
     "TAG_INTERNET_IOP",
     "TAG_MULTIPLE_COMPONENTS",
     "TAG_ORB_TYPE",
-    "WCHAR_CONVERSIONS",
     "CodeSetComponent",
-    "CodeSetIncompatible",
     "CodeSetsInfo",
     "Corbaloc",
     "CorbalocAddress",
@@ -823,12 +713,8 @@ __all__ = [
     "TaggedProfile",
     "alternate_address_component",
     "build_ior",
-    "code_set_name",
-    "code_sets_context",
     "escape_key",
-    "negotiate",
     "orb_type_component",
-    "parse_code_sets_context",
     "parse_corbaloc",
     "parse_reference",
     "to_corbaloc",

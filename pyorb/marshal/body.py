@@ -22,7 +22,7 @@ from omniORB import CORBA
 
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import CODE_SET_CODECS, CS_UTF8
+from pyorb.giop.codesets import CODE_SET_CODECS, CS_UTF8
 from pyorb.marshal import layout
 from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal

@@ -21,7 +21,8 @@ from pyorb.giop.connection import Role
 from pyorb.giop.detail import exception_detail_context, key_text
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.policies import request_timeouts
-from pyorb.giop.ior import CHAR_CONVERSIONS, IOR, code_set_name
+from pyorb.giop.codesets import CHAR_CONVERSIONS, code_set_name
+from pyorb.giop.ior import IOR
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_1,

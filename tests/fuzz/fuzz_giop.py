@@ -47,14 +47,8 @@ with atheris.instrument_imports(include=["pyorb.giop"]):
     )
     from pyorb.giop import connection as giop_connection
     from pyorb.giop.cdr import CDRReader
-    from pyorb.giop.ior import (
-        IOR,
-        CodeSetsInfo,
-        parse_code_sets_context,
-        parse_corbaloc,
-        parse_reference,
-        to_corbaloc,
-    )
+    from pyorb.giop.codesets import parse_code_sets_context
+    from pyorb.giop.ior import IOR, CodeSetsInfo, parse_corbaloc, parse_reference, to_corbaloc
     from tests.fuzz.readers import CDR_READS, read_ior
 
 # Small limits, so that the fuzzer can reach them with short inputs.

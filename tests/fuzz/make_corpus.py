@@ -42,13 +42,8 @@ from pyorb.giop import (  # noqa: E402
 )
 from pyorb.giop.cdr import CDRWriter  # noqa: E402
 from pyorb.giop.codec import HEADER_SIZE  # noqa: E402
-from pyorb.giop.ior import (  # noqa: E402
-    ORB_TYPE_OMNIORB,
-    TAG_INTERNET_IOP,
-    build_ior,
-    code_sets_context,
-    to_corbaloc,
-)
+from pyorb.giop.codesets import code_sets_context  # noqa: E402
+from pyorb.giop.ior import ORB_TYPE_OMNIORB, TAG_INTERNET_IOP, build_ior, to_corbaloc  # noqa: E402
 from tests.giop.conftest import split_into_fragments  # noqa: E402
 
 CORPUS = HERE / "corpus"

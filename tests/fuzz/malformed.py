@@ -28,7 +28,7 @@ from pyorb.giop import (
     body_offset,
     encode,
 )
-from pyorb.giop.ior import CS_ISO8859_1, CS_UTF8
+from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8
 from tests.giop.conftest import split_into_fragments
 
 from loadtests import hostile_values as hostile

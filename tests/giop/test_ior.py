@@ -25,11 +25,17 @@ from hypothesis import strategies as st
 
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.ior import (
+from pyorb.giop.codesets import (
     CS_ISO8859_1,
     CS_UCS2,
     CS_UTF8,
     CS_UTF16,
+    CodeSetIncompatible,
+    code_sets_context,
+    negotiate,
+    parse_code_sets_context,
+)
+from pyorb.giop.ior import (
     DEFAULT_CODE_SETS,
     IOR,
     ORB_TYPE_OMNIORB,
@@ -38,7 +44,6 @@ from pyorb.giop.ior import (
     TAG_MULTIPLE_COMPONENTS,
     TAG_ORB_TYPE,
     CodeSetComponent,
-    CodeSetIncompatible,
     CodeSetsInfo,
     Corbaloc,
     CorbalocAddress,
@@ -46,10 +51,7 @@ from pyorb.giop.ior import (
     TaggedComponent,
     TaggedProfile,
     build_ior,
-    code_sets_context,
     escape_key,
-    negotiate,
-    parse_code_sets_context,
     parse_corbaloc,
     parse_reference,
     to_corbaloc,
