@@ -71,11 +71,11 @@ def main() -> None:
 
 def core_jobs() -> list[tuple[str, Callable[[], Any]]]:
     """GIOPConnection.receive_data + next_event of a ping's Request (server) and Reply (client)."""
-    from pyorb.giop import codec
+    from pyorb.giop import fast12
     from pyorb.giop.connection import GIOPConnection, Role
 
-    request = codec.encode_request_12(1, 3, b"key", "ping", bytes(8), True)
-    reply = codec.encode_reply_12(1, 0, bytes(8), True)
+    request = fast12.encode_request_12(1, 3, b"key", "ping", bytes(8), True)
+    reply = fast12.encode_reply_12(1, 0, bytes(8), True)
     server, client = GIOPConnection(Role.SERVER), GIOPConnection(Role.CLIENT)
 
     def take_request() -> None:

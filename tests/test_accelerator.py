@@ -24,21 +24,34 @@ import pytest
 import pyorb
 from pyorb import _accelerator
 from pyorb.aio import protocol
-from pyorb.giop import codec, connection
+from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("module", [codec, connection, layout, protocol], ids=lambda m: m.__name__)
+def _check_chosen(module: Any, name: str, original: object) -> None:
+    function = functools.reduce(getattr, name.split("."), module)  # a function, or a class's method
+    if pyorb.accelerated():
+        assert function is not original and type(function).__name__ != "function", name
+    else:
+        assert function is original, name
+
+
+@pytest.mark.parametrize("module", [layout, protocol], ids=lambda m: m.__name__)
 def test_each_module_runs_the_chosen_implementation(module: Any) -> None:
     assert module._PYTHON_TWINS
     for name, original in module._PYTHON_TWINS.items():
-        function = functools.reduce(getattr, name.split("."), module)  # a function, or a class's method
-        if pyorb.accelerated():
-            assert function is not original and type(function).__name__ != "function", name
-        else:
-            assert function is original, name
+        _check_chosen(module, name, original)
+
+
+@pytest.mark.parametrize("module", [header, fast12, codec, connection], ids=lambda m: m.__name__)
+def test_every_binding_in_the_core_is_the_chosen_implementation(module: Any) -> None:
+    """The twin switch replaced each original wherever the core binds it: its home and its importers."""
+    bound = [name for name in twins.ORIGINALS if name.partition(".")[0] in vars(module)]
+    assert bound
+    for name in bound:
+        _check_chosen(module, name, twins.ORIGINALS[name])
 
 
 def test_the_state_ci_expects() -> None:
@@ -51,10 +64,10 @@ def test_the_state_ci_expects() -> None:
 def test_no_extensions_means_pure_python() -> None:
     code = (
         "import sys, pyorb, pyorb._accelerator as a\n"
-        "from pyorb.giop import codec\n"
+        "from pyorb.giop import codec, twins\n"
         "assert not pyorb.accelerated(), a.status()\n"
         "assert a.status().reason == 'PYORB_NO_EXTENSIONS=1', a.status()\n"
-        "assert codec.parse_header is codec._PYTHON_TWINS['parse_header']\n"
+        "assert codec.parse_header is twins.ORIGINALS['parse_header']\n"
         "assert 'pyorb.giop._cframing' not in sys.modules\n"
     )
     env = {**os.environ, "PYORB_NO_EXTENSIONS": "1"}
@@ -104,7 +117,8 @@ def test_a_stale_build_warns_once_and_runs_pure_python(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "pyorb", package, ignore=shutil.ignore_patterns("__pycache__"))
     source = _accelerator.source_path(_accelerator.NATIVE[0], package)
     source.write_text(source.read_text() + "\n# edited\n")
-    code = "import pyorb, pyorb.giop.codec as c; print(pyorb.accelerated(), c.parse_header is c._PYTHON_TWINS['parse_header'])"
+    code = ("import pyorb, pyorb.giop.codec as c, pyorb.giop.twins as t; "
+            "print(pyorb.accelerated(), c.parse_header is t.ORIGINALS['parse_header'])")
     env = {k: v for k, v in os.environ.items() if k != "PYORB_NO_EXTENSIONS"}
     shown = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": str(tmp_path)},
                            capture_output=True, text=True, timeout=120, check=True)

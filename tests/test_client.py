@@ -13,7 +13,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.client.deadlines import Deadlines
-from pyorb.giop import codec
+from pyorb.giop import codec, fast12
 from pyorb.giop.ior import IOR, build_ior
 from pyorb.giop.messages import CancelRequest
 
@@ -167,7 +167,7 @@ async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any) -> 
     ior = IOR.from_string(server.ior(server.activate(servant, "Raw")))
     host, port = ior.profiles[0].host, ior.profiles[0].port
     body = b"\x03\x00\x00\x00" + b"10\x00"  # the string "10" (length counts the NUL), little-endian
-    data = codec.encode_request_12(7, 3, b"Raw", "get_quote", body, True) + codec.encode(CancelRequest(7))
+    data = fast12.encode_request_12(7, 3, b"Raw", "get_quote", body, True) + codec.encode(CancelRequest(7))
     reader, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(data)

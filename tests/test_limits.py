@@ -419,7 +419,7 @@ async def test_close_connection_before_the_reply_is_retried_once(closes: int) ->
     """A server that sends CloseConnection with a request pending ran none of
     it: the client re-sends it once on a new connection; a second
     CloseConnection is TRANSIENT, completed NO, for the caller."""
-    from pyorb.giop import GIOPConnection, Role, codec
+    from pyorb.giop import GIOPConnection, Role, codec, fast12
     from pyorb.giop.messages import CloseConnection, Request
     from pyorb.marshal import Operation
 
@@ -439,7 +439,7 @@ async def test_close_connection_before_the_reply_is_retried_once(closes: int) ->
                     return
                 (stamp,) = ping.args.unpack(req.body, req.body_offset, req.little_endian)
                 body = ping.results.pack((stamp,), 0, req.little_endian)
-                writer.write(codec.encode_reply_12(req.request_id, 0, body, req.little_endian))
+                writer.write(fast12.encode_reply_12(req.request_id, 0, body, req.little_endian))
         writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)

@@ -41,6 +41,9 @@ from pyorb.giop.messages import (
     ServiceContext,
     Version,
 )
+from pyorb.giop.twins import install as _install_twins
+
+_install_twins()
 
 __all__ = [
     "CLOSED",

@@ -1,5 +1,5 @@
-# The compiled twins of pyorb.giop.codec's per-message functions (_cframing.pyx): the same signatures.
-from pyorb.giop.codec import Buffer, Header
+# The compiled twins of the core's per-message and per-read functions (_cframing.pyx): the same signatures.
+from pyorb.giop.header import Buffer, Header
 from pyorb.giop.connection import GIOPConnection
 from pyorb.giop.messages import Event, Message, Reply, Request
 

@@ -1,14 +1,17 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""GIOP framing in C: compiled twins of the per-message functions of :mod:`pyorb.giop.codec`.
+"""GIOP framing in C: compiled twins of the core's per-message and per-read functions.
 
-``codec`` replaces its own ``parse_header``, ``encode_request_12``,
-``encode_reply_12``, ``_decode_request_12_fast`` and ``_decode_reply_12_fast``
-with these when the compiled accelerator is in use (``pyorb._accelerator``).
-Each reads and writes the bytes directly instead of going through
-``struct`` and slices, and returns exactly what its Python twin returns.
-``connection`` likewise takes ``_next_common``, the common message framed
-and decoded in one step, and ``GIOPConnection``'s per-read methods
-``receive_data`` and ``next_event``.
+``pyorb.giop.twins`` puts these in place of ``header.parse_header``,
+``fast12``'s ``encode_request_12``, ``encode_reply_12``,
+``_decode_request_12_fast`` and ``_decode_reply_12_fast``,
+``connection._next_common`` (the common message framed and decoded in one
+step) and ``GIOPConnection``'s per-read methods ``receive_data`` and
+``next_event`` when the compiled accelerator is in use
+(``pyorb._accelerator``).  Each reads and writes the bytes directly instead
+of going through ``struct`` and slices, and returns exactly what its Python
+twin returns.  What it reads of the Python side (``GIOPConnection``'s slots,
+the modules' names) is declared in ``twins.CONNECTION_STATE`` and
+``twins.MODULE_NAMES``.
 Anything but the common case (an error to explain, a number out of range,
 a buffer of an unusual type) is handed to the Python twin, so errors and
 their messages come from one place; tests/giop/test_cframing.py checks the
@@ -23,25 +26,26 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint32_t
 from libc.string cimport memcpy, memset
 
-# codec imports this module at its very end, so every name used here is defined by then.
-from pyorb.giop import codec as _codec
+# twins.install imports this module before it replaces anything, so the names read here are the originals.
+from pyorb.giop import fast12 as _fast12
+from pyorb.giop import header as _header
+from pyorb.giop import messages as _messages
 from pyorb.giop.errors import ProtocolError as _ProtocolError
-from pyorb.giop.messages import NEED_DATA as _NEED_DATA_SENTINEL
 
-cdef object _py_parse_header = _codec.parse_header
-cdef object _py_decode_request = _codec._decode_request_12_fast
-cdef object _py_encode_request = _codec.encode_request_12
-cdef object _py_encode_reply = _codec.encode_reply_12
-cdef object _Header = _codec.Header
+cdef object _py_parse_header = _header.parse_header
+cdef object _py_decode_request = _fast12._decode_request_12_fast
+cdef object _py_encode_request = _fast12.encode_request_12
+cdef object _py_encode_reply = _fast12.encode_reply_12
+cdef object _Header = _header.Header
 cdef object _new_tuple = tuple.__new__
-cdef object _build_request = _codec._build_request
-cdef object _build_reply = _codec._build_reply
-cdef object _ServiceContext = _codec.ServiceContext
-cdef object _GIOP_1_2 = _codec.GIOP_1_2
-cdef tuple _REPLY_STATUSES = _codec._REPLY_STATUSES
+cdef object _build_request = _fast12._build_request
+cdef object _build_reply = _fast12._build_reply
+cdef object _ServiceContext = _messages.ServiceContext
+cdef object _GIOP_1_2 = _messages.GIOP_1_2
+cdef tuple _REPLY_STATUSES = _fast12._REPLY_STATUSES
 cdef object _EMPTY = ()
-cdef int _REQUEST = int(_codec.MsgType.REQUEST)
-cdef int _REPLY = int(_codec.MsgType.REPLY)
+cdef int _REQUEST = int(_messages.MsgType.REQUEST)
+cdef int _REPLY = int(_messages.MsgType.REPLY)
 
 
 cdef extern from *:
@@ -69,24 +73,24 @@ cdef extern from *:
 
 cdef tuple _slot_setters(cls, tuple fields):
     """The member descriptors of ``cls``'s slots in ``fields`` order, or None
-    where codec builds it some other way (its layout is not the one expected)."""
+    where fast12 builds it some other way (its layout is not the one expected)."""
     if getattr(cls, "__slots__", None) != fields or hasattr(cls, "__post_init__"):
         return None
     return tuple(cls.__dict__[name] for name in fields)
 
 
-cdef object _Request = _codec.Request
-cdef object _Reply = _codec.Reply
-cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _codec._REQUEST_FIELDS)
-cdef tuple _REPLY_SLOTS = _slot_setters(_Reply, _codec._REPLY_FIELDS)
-cdef object _KEY_ADDR = _codec.KEY_ADDR
+cdef object _Request = _messages.Request
+cdef object _Reply = _messages.Reply
+cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _fast12._REQUEST_FIELDS)
+cdef tuple _REPLY_SLOTS = _slot_setters(_Reply, _fast12._REPLY_FIELDS)
+cdef object _KEY_ADDR = _header.KEY_ADDR
 cdef object _NO_PRINCIPAL = b""
-cdef object _NEED_DATA = _NEED_DATA_SENTINEL
+cdef object _NEED_DATA = _messages.NEED_DATA
 
 
 cdef object _new_request(object request_id, object flags, object key, object operation, object body,
                          object contexts, object little, object body_offset):
-    """``codec._build_request(...)`` for a GIOP 1.2 KeyAddr Request, its slots filled in C."""
+    """``fast12._build_request(...)`` for a GIOP 1.2 KeyAddr Request, its slots filled in C."""
     cdef PyObject* values[12]
     if _REQUEST_SLOTS is None:
         return _build_request(request_id, flags, key, operation, body, contexts, _GIOP_1_2, little, body_offset)
@@ -106,7 +110,7 @@ cdef object _new_request(object request_id, object flags, object key, object ope
 
 
 cdef object _new_reply(object request_id, object status, object body, object little, object body_offset):
-    """``codec._build_reply(...)`` for a GIOP 1.2 Reply without service contexts, its slots filled in C."""
+    """``fast12._build_reply(...)`` for a GIOP 1.2 Reply without service contexts, its slots filled in C."""
     cdef PyObject* values[8]
     if _REPLY_SLOTS is None:
         return _build_reply(request_id, status, body, _EMPTY, _GIOP_1_2, little, body_offset)
@@ -122,9 +126,9 @@ cdef object _new_reply(object request_id, object status, object body, object lit
 
 
 cdef list _header_entries():
-    """codec's table of valid headers, indexed by (minor, flags, type) instead of 8 bytes."""
+    """header's table of valid headers, indexed by (minor, flags, type) instead of 8 bytes."""
     cdef list entries = [None] * (3 * 4 * 8)
-    for prefix, (version, little, more, msg_type, _order) in _codec._HEADER_TABLE.items():
+    for prefix, (version, little, more, msg_type, _order) in _header._HEADER_TABLE.items():
         if version[0] == 1 and 0 <= version[1] <= 2 and prefix[6] < 4 and prefix[7] < 8:
             entries[(version[1] * 4 + prefix[6]) * 8 + prefix[7]] = (version, little, more, msg_type)
     return entries
@@ -154,7 +158,7 @@ cdef inline void _giop_12_header(uint8_t* p, int msg_type, uint32_t size, bint l
 
 
 def parse_header(data, Py_ssize_t offset=0):
-    """The compiled twin of ``codec.parse_header``."""
+    """The compiled twin of ``header.parse_header``."""
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef object entry = None
@@ -238,7 +242,7 @@ cdef object _reply_at(const uint8_t* d, Py_ssize_t n, bint little):
 
 
 def _decode_request_12_fast(b, bint little):
-    """The compiled twin of ``codec._decode_request_12_fast`` (None: the general decoder decides)."""
+    """The compiled twin of ``fast12._decode_request_12_fast`` (None: the general decoder decides)."""
     cdef Py_buffer view
     PyObject_GetBuffer(b, &view, PyBUF_SIMPLE)
     try:
@@ -248,7 +252,7 @@ def _decode_request_12_fast(b, bint little):
 
 
 def _decode_reply_12_fast(b, bint little):
-    """The compiled twin of ``codec._decode_reply_12_fast``."""
+    """The compiled twin of ``fast12._decode_reply_12_fast``."""
     cdef Py_buffer view
     PyObject_GetBuffer(b, &view, PyBUF_SIMPLE)
     try:
@@ -308,7 +312,7 @@ cdef object _common(conn):
 
 
 def encode_reply_12(request_id, status, body, little_endian):
-    """The compiled twin of ``codec.encode_reply_12``."""
+    """The compiled twin of ``fast12.encode_reply_12``."""
     if (type(body) is not bytes or type(request_id) is not int or not 0 <= request_id <= 0xFFFFFFFF
             or not isinstance(status, int) or not 0 <= status <= 5 or type(little_endian) is not bool
             or len(body) > 0xFFFFFFFF - 12):
@@ -327,7 +331,7 @@ def encode_reply_12(request_id, status, body, little_endian):
 
 
 def encode_request_12(request_id, response_flags, object_key, operation, body, little_endian):
-    """The compiled twin of ``codec.encode_request_12``."""
+    """The compiled twin of ``fast12.encode_request_12``."""
     if (type(object_key) is not bytes or type(operation) is not str or type(body) is not bytes
             or type(request_id) is not int or not 0 <= request_id <= 0xFFFFFFFF
             or type(response_flags) is not int or not 0 <= response_flags <= 255
@@ -363,8 +367,8 @@ def encode_request_12(request_id, response_flags, object_key, operation, body, l
 
 
 # The connection's per-read methods: all but the common case goes to their
-# Python originals, found in ``connection._PYTHON_TWINS`` on first need (the
-# connection module imports this one, so not before).
+# Python originals, found in ``twins.ORIGINALS`` on first need (twins imports
+# this module, so not before).
 cdef object _py_next_event = None
 cdef object _py_receive_data = None
 
@@ -372,16 +376,16 @@ cdef object _py_receive_data = None
 cdef object _original_next_event(conn):
     global _py_next_event
     if _py_next_event is None:
-        from pyorb.giop.connection import _PYTHON_TWINS
-        _py_next_event = _PYTHON_TWINS["GIOPConnection.next_event"]
+        from pyorb.giop.twins import ORIGINALS
+        _py_next_event = ORIGINALS["GIOPConnection.next_event"]
     return _py_next_event(conn)
 
 
 cdef object _original_receive_data(conn, data):
     global _py_receive_data
     if _py_receive_data is None:
-        from pyorb.giop.connection import _PYTHON_TWINS
-        _py_receive_data = _PYTHON_TWINS["GIOPConnection.receive_data"]
+        from pyorb.giop.twins import ORIGINALS
+        _py_receive_data = ORIGINALS["GIOPConnection.receive_data"]
     return _py_receive_data(conn, data)
 
 

@@ -9,22 +9,40 @@ else.  Misuse by the caller (encoding something the requested GIOP version
 cannot express) raises :class:`ValueError`: that is a bug here, not a peer
 breaking the protocol.
 
-The hot paths, encoding and decoding GIOP 1.2 Requests addressed by object
-key and GIOP 1.2 Replies, use precompiled :class:`struct.Struct` objects
-directly.  They cover only the common shapes (no service contexts, except
-when decoding a Request) and give up on anything else, returning ``None``
-or never being chosen, so that the readable general path built on
-:mod:`pyorb.giop.cdr` decides every unusual or malformed case.
+The header is :mod:`pyorb.giop.header`'s; the hot paths, GIOP 1.2 Requests
+addressed by object key and GIOP 1.2 Replies, are :mod:`pyorb.giop.fast12`'s,
+tried first; the general path here, built on :mod:`pyorb.giop.cdr`, decides
+every unusual or malformed case.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Callable, Literal, NamedTuple, Union
+from typing import Callable
 
-from pyorb import _accelerator
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.errors import ProtocolError
+from pyorb.giop.fast12 import (
+    _REPLY_STATUSES,
+    _decode_reply_12_fast,
+    _decode_request_12_fast,
+    _encode_reply_12,
+    _encode_request_12,
+    _is_plain_request_12,
+)
+from pyorb.giop.header import (
+    _HEADER,
+    _REPLY,
+    _REQUEST,
+    HEADER_SIZE,
+    KEY_ADDR,
+    PROFILE_ADDR,
+    REFERENCE_ADDR,
+    Buffer,
+    Header,
+    _pack_header,
+    parse_header,
+)
 from pyorb.giop.messages import (
     GIOP_1_0,
     GIOP_1_1,
@@ -45,288 +63,10 @@ from pyorb.giop.messages import (
     Version,
 )
 
-Buffer = Union[bytes, bytearray, memoryview]
-
-HEADER_SIZE = 12
-MAGIC = b"GIOP"
-
-# TargetAddress discriminators (GIOP 1.2).
-KEY_ADDR = 0
-PROFILE_ADDR = 1
-REFERENCE_ADDR = 2
-
-# Flag bits of the GIOP 1.1+ header (GIOP 1.0 has a plain byte_order boolean).
-FLAG_LITTLE_ENDIAN = 0x01
-FLAG_MORE_FRAGMENTS = 0x02
-
-# Which messages may carry the more-fragments flag, per version.
-_FRAGMENTABLE: dict[Version, frozenset[MsgType]] = {
-    GIOP_1_0: frozenset(),
-    GIOP_1_1: frozenset({MsgType.REQUEST, MsgType.REPLY, MsgType.FRAGMENT}),
-    GIOP_1_2: frozenset(
-        {
-            MsgType.REQUEST,
-            MsgType.REPLY,
-            MsgType.LOCATE_REQUEST,
-            MsgType.LOCATE_REPLY,
-            MsgType.FRAGMENT,
-        }
-    ),
-}
 # Highest valid enum value per version (later values were added by GIOP 1.2).
 _MAX_REPLY_STATUS = {GIOP_1_0: 3, GIOP_1_1: 3, GIOP_1_2: 5}
 _MAX_LOCATE_STATUS = {GIOP_1_0: 2, GIOP_1_1: 2, GIOP_1_2: 5}
-# Indexing a tuple is much cheaper than calling an enum class.
-_REPLY_STATUSES = tuple(ReplyStatus)
 _LOCATE_STATUSES = tuple(LocateStatus)
-# Looking up an enum member on its class is slow (about 0.1 µs in 3.11).
-_REQUEST = MsgType.REQUEST
-_REPLY = MsgType.REPLY
-
-# The 8 bytes the header table validates, and the message size in either order.
-_PREFIX = struct.Struct("8s4s")
-_U32 = {True: struct.Struct("<I"), False: struct.Struct(">I")}
-_HEADER = {True: struct.Struct("<4s4BI"), False: struct.Struct(">4s4BI")}
-# GIOP 1.2 Request up to the object key length: request_id, response_flags,
-# reserved[3], TargetAddress discriminator, padding, sequence<octet> length.
-_REQUEST_12 = {True: struct.Struct("<IB3xh2xI"), False: struct.Struct(">IB3xh2xI")}
-# GIOP header + GIOP 1.2 Reply header with an empty ServiceContextList.
-_REPLY_12 = {True: struct.Struct("<4s4BIIII"), False: struct.Struct(">4s4BIIII")}
-# GIOP 1.2 Reply header as decoded: request_id, reply_status, context count.
-_REPLY_12_IN = {True: struct.Struct("<III"), False: struct.Struct(">III")}
-_CONTEXT = {True: struct.Struct("<II"), False: struct.Struct(">II")}
-# GIOP header + GIOP 1.2 Request up to the object key length (28 bytes).
-_REQUEST_12_OUT = {
-    True: struct.Struct("<4s4BIIB3xh2xI"),
-    False: struct.Struct(">4s4BIIB3xh2xI"),
-}
-# The operation's length, after the 0-3 zero bytes that 4-align it past the key.
-_OPERATION_LENGTH = {
-    little: tuple(struct.Struct(f"{'<' if little else '>'}{pad}xI") for pad in range(4))
-    for little in (True, False)
-}
-
-
-def _request_tail_sizes(has_body: bool) -> tuple[int, ...]:
-    """Bytes after an operation's characters ending at ``i`` (mod 8) in a Request 1.2.
-
-    They are all zero: the NUL, padding to 4, an empty ServiceContextList
-    and, before a non-empty body, padding to 8.
-    """
-    sizes = []
-    for i in range(8):
-        end = i + 1
-        end += -end % 4
-        end += 4
-        if has_body:
-            end += -end % 8
-        sizes.append(end - i)
-    return tuple(sizes)
-
-
-_REQUEST_12_TAIL = {
-    has_body: tuple(bytes(n) for n in _request_tail_sizes(has_body))
-    for has_body in (True, False)
-}
-
-
-_REQUEST_FIELDS = (
-    "request_id",
-    "response_flags",
-    "object_key",
-    "operation",
-    "body",
-    "service_contexts",
-    "version",
-    "little_endian",
-    "body_offset",
-    "requesting_principal",
-    "addressing_disposition",
-    "fragment_starts",
-)
-_REPLY_FIELDS = (
-    "request_id",
-    "reply_status",
-    "body",
-    "service_contexts",
-    "version",
-    "little_endian",
-    "body_offset",
-    "fragment_starts",
-)
-
-
-def _mutable_twin(cls: type, fields: tuple[str, ...]) -> type | None:
-    """A plain class with the slots of ``cls``, whose instances can become ``cls``'s.
-
-    A frozen dataclass ``__init__`` calls ``object.__setattr__`` once per
-    field, which was half the cost of decoding a small message.  Filling the
-    same slots of a mutable twin with plain stores, then setting its
-    ``__class__`` (allowed between classes with identical slot layouts), is
-    about four times cheaper, and three times cheaper than calling each slot
-    descriptor's ``__set__``.  It is only right while the fields are exactly
-    these and nothing runs after ``__init__``; if ``cls`` changes, the
-    decoder just uses ``cls``.
-    """
-    if getattr(cls, "__slots__", None) != fields or hasattr(cls, "__post_init__"):
-        return None
-    twin = type(f"_Mutable{cls.__name__}", (), {"__slots__": fields})
-    try:
-        twin().__class__ = cls
-    except TypeError:  # layouts differ after all
-        return None
-    return twin
-
-
-def _request_builder() -> Callable[..., Request]:
-    """A faster ``Request(...)`` for GIOP 1.2 KeyAddr Requests (or ``Request`` itself)."""
-    twin = _mutable_twin(Request, _REQUEST_FIELDS)
-    if twin is None:
-        return Request
-
-    def build(
-        request_id: int,
-        response_flags: int,
-        object_key: bytes,
-        operation: str,
-        body: bytes,
-        service_contexts: tuple[ServiceContext, ...],
-        version: Version,
-        little_endian: bool,
-        body_offset: int,
-    ) -> Request:
-        msg = twin()
-        msg.request_id = request_id
-        msg.response_flags = response_flags
-        msg.object_key = object_key
-        msg.operation = operation
-        msg.body = body
-        msg.service_contexts = service_contexts
-        msg.version = version
-        msg.little_endian = little_endian
-        msg.body_offset = body_offset
-        msg.requesting_principal = b""
-        msg.addressing_disposition = KEY_ADDR
-        msg.fragment_starts = ()
-        msg.__class__ = Request
-        request: Request = msg  # msg is Any to mypy: this says what it has become
-        return request
-
-    return build
-
-
-def _reply_builder() -> Callable[..., Reply]:
-    """A faster ``Reply(...)``, the same way (or ``Reply`` itself)."""
-    twin = _mutable_twin(Reply, _REPLY_FIELDS)
-    if twin is None:
-        return Reply
-
-    def build(
-        request_id: int,
-        reply_status: ReplyStatus,
-        body: bytes,
-        service_contexts: tuple[ServiceContext, ...],
-        version: Version,
-        little_endian: bool,
-        body_offset: int,
-    ) -> Reply:
-        msg = twin()
-        msg.request_id = request_id
-        msg.reply_status = reply_status
-        msg.body = body
-        msg.service_contexts = service_contexts
-        msg.version = version
-        msg.little_endian = little_endian
-        msg.body_offset = body_offset
-        msg.fragment_starts = ()
-        msg.__class__ = Reply
-        reply: Reply = msg  # as in _request_builder
-        return reply
-
-    return build
-
-
-_build_request = _request_builder()
-_build_reply = _reply_builder()
-
-
-class Header(NamedTuple):
-    """The parsed 12-byte GIOP message header."""
-
-    version: Version
-    little_endian: bool
-    more_fragments: bool
-    msg_type: MsgType
-    size: int  # bytes after the 12-byte header
-
-
-_HeaderFields = tuple[Version, bool, bool, MsgType, Literal["little", "big"]]
-
-
-def _header_table() -> dict[bytes, _HeaderFields]:
-    """Every valid first 8 header bytes, so that one dict lookup validates them.
-
-    Each maps to the header fields it fixes and the byte order of the size.
-    """
-    table: dict[bytes, _HeaderFields] = {}
-    for version in SUPPORTED_VERSIONS:
-        for msg_type in MsgType:
-            if version == GIOP_1_0 and msg_type is MsgType.FRAGMENT:
-                continue
-            for little in (False, True):
-                for more in (False, True):
-                    if more and msg_type not in _FRAGMENTABLE[version]:
-                        continue
-                    flags = int(little) | (FLAG_MORE_FRAGMENTS if more else 0)
-                    key = MAGIC + bytes((version[0], version[1], flags, msg_type))
-                    table[key] = (version, little, more, msg_type, "little" if little else "big")
-    return table
-
-
-_HEADER_TABLE = _header_table()
-# Header's NamedTuple __new__ is a Python function; tuple.__new__ does the same in C.
-_new_tuple = tuple.__new__
-
-
-# ---------------------------------------------------------------- header
-
-
-def parse_header(data: Buffer, offset: int = 0) -> Header:
-    """Parse and validate the 12-byte GIOP header at ``data[offset:]``."""
-    if len(data) - offset < HEADER_SIZE:
-        raise ProtocolError("truncated GIOP header")
-    prefix, size = _PREFIX.unpack_from(data, offset)
-    try:
-        version, little, more, msg_type, order = _HEADER_TABLE[prefix]
-    except KeyError:
-        raise ProtocolError(_explain_bad_prefix(prefix)) from None
-    return _new_tuple(Header, (version, little, more, msg_type, int.from_bytes(size, order)))
-
-
-def _explain_bad_prefix(prefix: bytes) -> str:
-    """Say which part of a header that failed the table lookup is wrong."""
-    if prefix[:4] != MAGIC:
-        return f"bad GIOP magic {prefix[:4]!r}"
-    version = (prefix[4], prefix[5])
-    if version not in SUPPORTED_VERSIONS:
-        return f"unsupported GIOP version {version[0]}.{version[1]}"
-    flags, msg_type = prefix[6], prefix[7]
-    if flags & ~(FLAG_LITTLE_ENDIAN | FLAG_MORE_FRAGMENTS) or (
-        version == GIOP_1_0 and flags > 1
-    ):
-        return f"invalid flags 0x{flags:02x} for GIOP {version[0]}.{version[1]}"
-    if msg_type > MsgType.FRAGMENT or (
-        version == GIOP_1_0 and msg_type == MsgType.FRAGMENT
-    ):
-        return f"unknown message type {msg_type} for GIOP {version[0]}.{version[1]}"
-    return f"{MsgType(msg_type).name} cannot be fragmented in GIOP {version[0]}.{version[1]}"
-
-
-def _pack_header(msg_type: MsgType, version: Version, little_endian: bool, size: int) -> bytes:
-    # The flags octet is the same for 1.0 (byte_order boolean) and 1.1+ (bit
-    # 0): encode never fragments, so the more-fragments bit stays clear.
-    flags = FLAG_LITTLE_ENDIAN if little_endian else 0
-    return _HEADER[little_endian].pack(MAGIC, version[0], version[1], flags, msg_type, size)
 
 
 def message_error(version: Version = GIOP_1_2, little_endian: bool = True) -> bytes:
@@ -495,80 +235,6 @@ def _encode(msg: Message) -> bytes:
     return _pack_header(msg_type, msg.version, msg.little_endian, len(w.buf)) + w.buf
 
 
-def _is_plain_request_12(msg: Request) -> bool:
-    """A GIOP 1.2 Request the fast encoder covers (the general one checks the rest)."""
-    return (
-        msg.version == GIOP_1_2
-        and msg.addressing_disposition == KEY_ADDR
-        and not msg.service_contexts
-        and not msg.requesting_principal
-    )
-
-
-def _encode_request_12(msg: Request) -> bytes:
-    """Fast path: a GIOP 1.2 Request with KeyAddr and no service contexts."""
-    return encode_request_12(
-        msg.request_id, msg.response_flags, msg.object_key, msg.operation, msg.body, msg.little_endian
-    )
-
-
-def encode_request_12(
-    request_id: int, response_flags: int, object_key: bytes, operation: str, body: bytes, little_endian: bool
-) -> bytes:
-    """``encode(Request(...))`` for a GIOP 1.2 Request with KeyAddr and no
-    service contexts, without building the message object (a client sends
-    one per call).  Raises struct.error for out-of-range numbers.
-
-    Offsets are from the message start; the fixed part ends at 28 with the
-    key length, so the key starts 4-aligned.
-    """
-    op = operation.encode("utf-8")
-    pad = -len(object_key) & 3
-    chars_end = 28 + len(object_key) + pad + 4 + len(op)
-    tail = _REQUEST_12_TAIL[bool(body)][chars_end & 7]
-    head = _REQUEST_12_OUT[little_endian].pack(
-        MAGIC,
-        1,
-        2,
-        FLAG_LITTLE_ENDIAN if little_endian else 0,
-        _REQUEST,
-        chars_end + len(tail) + len(body) - HEADER_SIZE,
-        request_id,
-        response_flags,
-        KEY_ADDR,
-        len(object_key),
-    )
-    length = _OPERATION_LENGTH[little_endian][pad].pack(len(op) + 1)
-    return b"".join((head, object_key, length, op, tail, body))
-
-
-def _encode_reply_12(msg: Reply) -> bytes:
-    """Fast path: a GIOP 1.2 Reply without service contexts."""
-    return encode_reply_12(msg.request_id, msg.reply_status, msg.body, msg.little_endian)
-
-
-def encode_reply_12(request_id: int, status: int, body: bytes, little_endian: bool) -> bytes:
-    """``encode(Reply(...))`` for a GIOP 1.2 Reply without service contexts,
-    without building the message object (a server sends one per request).
-
-    Its header ends at offset 24, already 8-aligned, so the body follows directly.
-    """
-    if not 0 <= status <= 5:
-        raise ValueError(f"invalid reply status {status!r}")
-    head = _REPLY_12[little_endian].pack(
-        MAGIC,
-        1,
-        2,
-        FLAG_LITTLE_ENDIAN if little_endian else 0,
-        _REPLY,
-        12 + len(body),
-        request_id,
-        status,
-        0,
-    )
-    return head + body if body else head
-
-
 def body_offset(msg: Request | Reply | LocateReply) -> int:
     """Where ``encode(msg)`` puts the body, counted from the message start.
 
@@ -620,81 +286,6 @@ def decode_body(hdr: Header, body: memoryview | bytes) -> Message:
     except KeyError:
         raise ProtocolError(f"{hdr.msg_type.name} is not a complete message") from None
     return decoder(CDRReader(body, hdr.little_endian, base=HEADER_SIZE), hdr.version)
-
-
-def _decode_request_12_fast(b: memoryview | bytes, little: bool) -> Request | None:
-    """GIOP 1.2 Request with KeyAddr, or None to fall back to the general path.
-
-    Offsets in ``b`` are message offsets minus 12; 12 is a multiple of 4 so
-    4-alignment can be computed on them directly.
-    """
-    n = len(b)
-    if n < 16:
-        return None
-    request_id, flags, disposition, key_len = _REQUEST_12[little].unpack_from(b, 0)
-    end = 16 + key_len
-    p = (end + 3) & -4
-    if disposition != KEY_ADDR or p + 4 > n:
-        return None
-    key = bytes(b[16:end])
-    u32 = _U32[little]
-    (op_len,) = u32.unpack_from(b, p)
-    p += 4
-    end = p + op_len
-    if op_len == 0 or end + 4 > n or b[end - 1] != 0:
-        return None
-    try:
-        operation = str(b[p : end - 1], "utf-8")
-    except UnicodeDecodeError:
-        return None
-    p = (end + 3) & -4
-    if p + 4 > n:
-        return None
-    (count,) = u32.unpack_from(b, p)
-    p += 4
-    contexts: tuple[ServiceContext, ...] = ()
-    if count:
-        if count * 8 > n - p:
-            return None
-        items = []
-        context = _CONTEXT[little]
-        for _ in range(count):
-            if p + 8 > n:
-                return None
-            context_id, length = context.unpack_from(b, p)
-            p += 8
-            if p + length > n:
-                return None
-            items.append(ServiceContext(context_id, bytes(b[p : p + length])))
-            p = (p + length + 3) & -4
-        contexts = tuple(items)
-    start = p + (-(p + HEADER_SIZE) & 7)
-    return _build_request(
-        request_id,
-        flags,
-        key,
-        operation,
-        bytes(b[start:]),
-        contexts,
-        GIOP_1_2,
-        little,
-        start + HEADER_SIZE,
-    )
-
-
-def _decode_reply_12_fast(b: memoryview | bytes, little: bool) -> Reply | None:
-    """GIOP 1.2 Reply without service contexts, or None to fall back.
-
-    Its header ends at message offset 24, already 8-aligned: the body follows.
-    """
-    if len(b) < 12:
-        return None
-    request_id, status, count = _REPLY_12_IN[little].unpack_from(b, 0)
-    if count or status > 5:
-        return None
-    return _build_reply(
-        request_id, _REPLY_STATUSES[status], bytes(b[12:]), (), GIOP_1_2, little, 24
-    )
 
 
 def _read_context(r: CDRReader) -> ServiceContext:
@@ -849,22 +440,3 @@ __all__ = [
     "message_error",
     "parse_header",
 ]
-
-
-# The Python originals of the functions that have C twins (tests/giop/test_cframing.py compares them).
-_PYTHON_TWINS: dict[str, Callable[..., object]] = {
-    "parse_header": parse_header,
-    "_decode_request_12_fast": _decode_request_12_fast,
-    "_decode_reply_12_fast": _decode_reply_12_fast,
-    "encode_reply_12": encode_reply_12,
-    "encode_request_12": encode_request_12,
-}
-# With the compiled accelerator, the C twins take their place.
-if _accelerator.status().compiled:
-    from pyorb.giop._cframing import (  # noqa: E402  (they read this module's tables)
-        _decode_reply_12_fast,
-        _decode_request_12_fast,
-        encode_reply_12,
-        encode_request_12,
-        parse_header,
-    )

@@ -26,19 +26,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from pyorb import _accelerator
-from pyorb.giop import codec
-from pyorb.giop.codec import (
-    HEADER_SIZE,
-    Header,
-    body_offset,
-    decode_body,
-    encode,
-    encode_reply_12,
-    encode_request_12,
-    message_error,
-    parse_header,
-)
+from pyorb.giop import fast12, header
+from pyorb.giop.codec import body_offset, decode_body, encode, message_error
+from pyorb.giop.fast12 import encode_reply_12, encode_request_12
+from pyorb.giop.header import HEADER_SIZE, Header, parse_header
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.codesets import CS_ISO8859_1, parse_code_sets_context
 from pyorb.giop.messages import (
@@ -526,7 +517,7 @@ def _next_common(conn: GIOPConnection) -> Message | None:
     buf, pos = conn._buf, conn._pos
     if len(buf) - pos < HEADER_SIZE:
         return None
-    fields = codec._HEADER_TABLE.get(bytes(buf[pos : pos + 8]))
+    fields = header._HEADER_TABLE.get(bytes(buf[pos : pos + 8]))
     if fields is None:
         return None
     version, little, more, msg_type, order = fields
@@ -539,11 +530,11 @@ def _next_common(conn: GIOPConnection) -> Message | None:
     with memoryview(buf) as view, view[pos + HEADER_SIZE : end] as body:
         msg: Message | None
         if msg_type is _REQUEST:
-            msg = request = codec._decode_request_12_fast(body, little)
+            msg = request = fast12._decode_request_12_fast(body, little)
             if request is not None and request.service_contexts and not conn.code_sets_chosen:
                 return None
         elif msg_type is _REPLY:
-            msg = codec._decode_reply_12_fast(body, little)
+            msg = fast12._decode_reply_12_fast(body, little)
         else:
             return None
     if msg is not None:
@@ -568,18 +559,3 @@ def _read_ulong(data: bytearray | memoryview, offset: int, little_endian: bool) 
 
 __all__ = ["GIOPConnection", "Role"]
 
-
-# The Python originals of the functions with C twins (tests/giop/test_cframing.py compares them).
-_PYTHON_TWINS: dict[str, Callable[..., object]] = {
-    "_next_common": _next_common,
-    "GIOPConnection.next_event": GIOPConnection.next_event,
-    "GIOPConnection.receive_data": GIOPConnection.receive_data,
-}
-# With the compiled accelerator, the C twins take their places: the two
-# methods run once per read (the message functions once per message).
-if _accelerator.status().compiled:
-    from pyorb.giop import _cframing  # noqa: E402
-    from pyorb.giop._cframing import _next_common  # noqa: E402
-
-    GIOPConnection.next_event = _cframing.next_event  # type: ignore[method-assign,assignment]
-    GIOPConnection.receive_data = _cframing.receive_data  # type: ignore[method-assign,assignment]

@@ -36,7 +36,7 @@ from pyorb.giop import (
     encode,
     parse_header,
 )
-from pyorb.giop import codec
+from pyorb.giop import codec, fast12
 from pyorb.giop.cdr import CDRReader
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,10 +93,10 @@ REPLIES = [
 
 def test_tables_use_the_fast_paths() -> None:
     """Otherwise the comparisons below would compare the general path with itself."""
-    assert all(codec._is_plain_request_12(msg) for msg in PLAIN_REQUESTS)
-    assert not any(codec._is_plain_request_12(msg) for msg in OTHER_REQUESTS)
+    assert all(fast12._is_plain_request_12(msg) for msg in PLAIN_REQUESTS)
+    assert not any(fast12._is_plain_request_12(msg) for msg in OTHER_REQUESTS)
     for msg in REPLIES:
-        fast = codec._decode_reply_12_fast(codec._encode(msg)[12:], msg.little_endian)
+        fast = fast12._decode_reply_12_fast(codec._encode(msg)[12:], msg.little_endian)
         assert (fast is not None) == (not msg.service_contexts)
 
 
@@ -141,7 +141,7 @@ def test_reply_decoding_matches_the_general_path() -> None:
     ],
 )
 def test_request_misuse_raises_value_error_on_both_paths(msg: Request) -> None:
-    assert codec._is_plain_request_12(msg)
+    assert fast12._is_plain_request_12(msg)
     with pytest.raises(ValueError):
         encode(msg)
     with pytest.raises((ValueError, struct.error)):  # encode turns struct.error into ValueError
@@ -166,12 +166,12 @@ def test_request_encoding_accepts_bytes_like_key_and_body() -> None:
     ("build", "args", "expected"),
     [
         (
-            codec._build_request,
+            fast12._build_request,
             (5, 3, b"K", "ping", b"\x01", (), GIOP_1_2, False, 48),
             Request(5, 3, b"K", "ping", b"\x01", (), GIOP_1_2, False, 48, b"", 0),
         ),
         (
-            codec._build_reply,
+            fast12._build_reply,
             (5, ReplyStatus.USER_EXCEPTION, b"\x01", (), GIOP_1_2, True, 24),
             Reply(5, ReplyStatus.USER_EXCEPTION, b"\x01", (), GIOP_1_2, True, 24),
         ),
@@ -195,9 +195,9 @@ def test_mutable_twin_refuses_a_different_layout() -> None:
         a: int
         b: int
 
-    assert codec._mutable_twin(Other, ("a", "b")) is not None
-    assert codec._mutable_twin(Other, ("b", "a")) is None
-    assert codec._mutable_twin(Other, ("a",)) is None
+    assert fast12._mutable_twin(Other, ("a", "b")) is not None
+    assert fast12._mutable_twin(Other, ("b", "a")) is None
+    assert fast12._mutable_twin(Other, ("a",)) is None
 
 
 # ------------------------------------------------------------------ header
@@ -341,7 +341,7 @@ def reply_edge_cases() -> list[tuple[bytes, bool]]:
 
 def test_fast_reply_path_at_the_limits() -> None:
     for body, little in reply_edge_cases():
-        fast = codec._decode_reply_12_fast(body, little)
+        fast = fast12._decode_reply_12_fast(body, little)
         general = general_reply(body, little)
         assert fast == general if fast is not None else general is None or general.service_contexts
 
@@ -352,7 +352,7 @@ def test_fast_reply_path_agrees_with_the_general_path(
     msg: Reply, flips: list[tuple[int, int]], cut: int | None
 ) -> None:
     body = mutate(encode(msg)[12:], flips, cut)
-    fast = codec._decode_reply_12_fast(body, msg.little_endian)
+    fast = fast12._decode_reply_12_fast(body, msg.little_endian)
     general = general_reply(body, msg.little_endian)
     if fast is not None:
         assert fast == general

@@ -44,7 +44,7 @@ from pyorb.giop import (
     decode,
     encode,
 )
-from pyorb.giop import codec
+from pyorb.giop import codec, fast12
 from pyorb.giop import connection as giop_connection
 from pyorb.giop.cdr import CDRReader, CDRWriter
 from pyorb.giop.ior import IOR, TaggedProfile, alternate_address_component, build_ior
@@ -391,7 +391,7 @@ def test_fast_request_path_agrees_with_the_general_path(
 ) -> None:
     """The struct-based GIOP 1.2 Request decoder says what the CDRReader one says."""
     body = mutate(encode(msg)[12:], mutations)
-    fast = codec._decode_request_12_fast(body, msg.little_endian)
+    fast = fast12._decode_request_12_fast(body, msg.little_endian)
     try:
         general: Request | None = codec._decode_request(
             CDRReader(body, msg.little_endian, base=12), GIOP_1_2
@@ -405,8 +405,8 @@ def test_fast_request_path_agrees_with_the_general_path(
 
 
 def test_fast_request_builder_is_in_use() -> None:
-    """If Request's fields change, update codec._request_builder (or accept the cost)."""
-    assert codec._build_request is not Request
+    """If Request's fields change, update fast12._request_builder (or accept the cost)."""
+    assert fast12._build_request is not Request
 
 
 # ------------------------------------------------------------------ allocation

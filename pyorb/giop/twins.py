@@ -1,0 +1,113 @@
+"""The twin switch: the one place that decides whether the C twins run, and puts them in place.
+
+``pyorb.giop`` calls :func:`install` once, after its modules are loaded.
+With the compiled accelerator (:mod:`pyorb._accelerator`), every binding of
+a Python original in the core's modules is replaced by its C twin from
+:mod:`pyorb.giop._cframing`: module globals (the function's home and the
+modules that imported it by name) and ``GIOPConnection``'s per-read methods.
+Modules outside the core import after ``pyorb.giop`` has run this, so they
+bind the twins.  Without it, nothing changes and the originals run.
+
+The originals stay the reference (:data:`ORIGINALS`; tests/giop/test_cframing.py
+checks each twin gives what its original gives).  :data:`CONNECTION_STATE`
+and :data:`MODULE_NAMES` are the contract between the compiled module and
+the Python side: the private state and module names the twins read or
+write.  tests/giop/test_twins.py fails if one is renamed on either side.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+from typing import Callable
+
+from pyorb import _accelerator
+from pyorb.giop import codec, connection, fast12, header, messages
+from pyorb.giop.connection import GIOPConnection
+
+logger = logging.getLogger(__name__)
+
+ORIGINALS: dict[str, Callable[..., object]] = {
+    "parse_header": header.parse_header,
+    "_decode_request_12_fast": fast12._decode_request_12_fast,
+    "_decode_reply_12_fast": fast12._decode_reply_12_fast,
+    "encode_reply_12": fast12.encode_reply_12,
+    "encode_request_12": fast12.encode_request_12,
+    "_next_common": connection._next_common,
+    "GIOPConnection.next_event": GIOPConnection.next_event,
+    "GIOPConnection.receive_data": GIOPConnection.receive_data,
+}
+"""The Python originals of the functions with C twins, by the twin's name in ``_cframing``
+(a method's name there drops the class)."""
+
+CONNECTION_STATE: tuple[str, ...] = (
+    "_buf",
+    "_pos",
+    "_header",
+    "_trains",
+    "_receives",
+    "_error",
+    "_eof",
+    "max_message_size",
+    "code_sets_chosen",
+    "peer_version",
+    "peer_little_endian",
+)
+"""The slots of ``GIOPConnection`` the twins read or write."""
+
+MODULE_NAMES: dict[str, tuple[str, ...]] = {
+    "header": ("Header", "KEY_ADDR", "_HEADER_TABLE", "parse_header"),
+    "fast12": (
+        "_REPLY_FIELDS",
+        "_REPLY_STATUSES",
+        "_REQUEST_FIELDS",
+        "_build_reply",
+        "_build_request",
+        "_decode_request_12_fast",
+        "encode_reply_12",
+        "encode_request_12",
+    ),
+    "messages": ("GIOP_1_2", "MsgType", "NEED_DATA", "Reply", "Request", "ServiceContext"),
+    "twins": ("ORIGINALS",),
+}
+"""The names the twins read from each module of the core, at their import or on first need."""
+
+# The modules whose globals may hold an original; nothing else in the core binds one.
+_MODULES: tuple[ModuleType, ...] = (header, fast12, codec, connection)
+
+
+def broken_contract() -> list[str]:
+    """The names the twins expect that the Python side lacks (empty when the contract holds)."""
+    slots = set(getattr(GIOPConnection, "__slots__", ()))
+    missing = [f"GIOPConnection.{name}" for name in CONNECTION_STATE if name not in slots]
+    modules = {"header": header, "fast12": fast12, "messages": messages, "twins": None}
+    for module_name, names in MODULE_NAMES.items():
+        module = modules[module_name]
+        missing += [f"{module_name}.{name}" for name in names if module is not None and not hasattr(module, name)]
+    return missing
+
+
+def install() -> bool:
+    """Put the C twins in place of their originals if the accelerator is in use; whether it is."""
+    if not _accelerator.status().compiled:
+        return False
+    missing = broken_contract()
+    if missing:
+        logger.warning("the compiled GIOP twins are not used: they read %s, which the Python side no longer has",
+                       ", ".join(missing))
+        return False
+    from pyorb.giop import _cframing  # it keeps the originals it falls back to: import it first
+
+    for name, original in ORIGINALS.items():
+        twin = getattr(_cframing, name.rpartition(".")[2])
+        if name.startswith("GIOPConnection."):
+            setattr(GIOPConnection, name.rpartition(".")[2], twin)
+            continue
+        for module in _MODULES:
+            for key, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, key, twin)
+    return True
+
+
+__all__ = ["CONNECTION_STATE", "MODULE_NAMES", "ORIGINALS", "broken_contract", "install"]
