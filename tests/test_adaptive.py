@@ -18,7 +18,8 @@ import pytest
 import pyorb
 from pyorb.model import Workload
 from pyorb.server import strategies
-from pyorb.server.strategies.adaptive import AdaptiveStrategy, Advice
+from pyorb.server.strategies.adaptive import AdaptiveStrategy
+from pyorb.server.strategies.policy import GLANCES, AdaptivePolicy, Advice, Observation
 from pyorb.testing import LoopThread
 
 IDL = pyorb.load_idl("idl/bench.idl")
@@ -188,8 +189,8 @@ async def test_a_blocking_operation_moves_to_a_pool_and_throughput_rises(
     assert 1 <= len(moves) <= 3 and moves[0].old == "reactive" and moves[-1].new == target
     sizes = [int(m.new[len("thread_pool("):-1]) for m in moves]
     assert sizes == sorted(sizes)  # only ever up: the first windows may not have seen every client yet
+    assert moves[-1].glance <= 5 * GLANCES  # within five windows of its first calls
     moved = moves[-1].at - start
-    assert moved < 0.5
     # Inline, 8 clients share one loop blocked 10 ms a call: about 100 calls/s; on the pool, about 8 times that.
     assert load.rate(start + moved + 0.2, start + 1.5) > 3 * 100
     assert any("moves from reactive to thread_pool" in r.getMessage() and "blocks its thread" in r.getMessage()
@@ -225,8 +226,8 @@ async def test_an_operation_that_turns_fast_comes_back_and_does_not_flap(serve: 
         await asyncio.sleep(0.3)
         servant.sleep = 0.0  # the operation turns fast: the hand-off to a thread now costs more than it saves
         await wait_until(lambda: served.strategy.targets[OP] == "reactive")
-        back = served.strategy.moves
-        await asyncio.sleep(1.0)  # a steady load: no more moves
+        back, window = served.strategy.moves, served.strategy.policy.windows
+        await wait_until(lambda: served.strategy.policy.windows >= window + 10)  # a steady load: no more moves
         assert served.strategy.moves == back == 2
         assert served.strategy.targets[OP] == "reactive"
     finally:
@@ -289,39 +290,65 @@ async def test_coroutine_methods_run_on_the_loop_and_are_not_moved(serve: Any, c
     assert served.server.stats().strategies[0].threads == 0
 
 
-def test_the_move_needs_the_recommendation_to_hold_and_to_gain() -> None:
-    """Hysteresis alone, driven by a scripted model through the strategy's windows."""
-    answers: list[tuple[str, float, float]] = []  # (spec, its throughput, the current target's)
+class Scripted:
+    """A model answering from a script, and a clock the test turns."""
 
-    def scripted(workload: Workload, current: str) -> tuple[Advice, float]:
-        spec, rate, now = answers.pop(0)
+    def __init__(self) -> None:
+        self.answers: list[tuple[str, float, float]] = []  # (spec, its throughput, the current target's)
+        self.now = 100.0
+
+    def decide(self, workload: Workload, current: str) -> tuple[Advice, float]:
+        spec, rate, now = self.answers.pop(0)
         return _Rec(spec, rate, "scripted"), now
 
-    strategy = AdaptiveStrategy(hold=2, gain=0.1, create=strategies.create, decide=scripted)
-    from pyorb.server.strategies.adaptive import Observation, _Op
-    op = _Op("X.op", hold=2)
+    def policy(self, hold: int = 2, gain: float = 0.1) -> AdaptivePolicy:
+        policy = AdaptivePolicy(32, hold, gain, decide=self.decide, clock=lambda: self.now)
+        policy.add("X.op", "reactive")
+        return policy
+
+
+def _window(policy: AdaptivePolicy) -> None:
+    for _ in range(GLANCES):
+        policy.glance()
+
+
+def test_the_move_needs_the_recommendation_to_hold_and_to_gain() -> None:
+    """Hysteresis alone, driven by a scripted model window by window."""
+    model = Scripted()
+    policy = model.policy()
     seen = Observation(10, 4, 0.001, 0.0, 0.001)
     script = [("thread_pool(4)", 105.0, 100.0),  # within the gain: no candidate
               ("thread_pool(4)", 140.0, 100.0),  # streak 1
               ("reactive", 100.0, 100.0),        # the current target again: streak reset
               ("thread_pool(4)", 140.0, 100.0),  # streak 1
               ("thread_pool(4)", 140.0, 100.0)]  # streak 2: moves
-    answers.extend(script)
-    for _ in script:
-        strategy._consider(op, seen)
-    assert (op.target, strategy.moves) == ("thread_pool(4)", 1)
-    answers.append(("thread_pool(64)", 1000.0, 100.0))  # urgent (10x): one window is enough, capped at max_threads
-    strategy._consider(op, seen)
-    assert op.target == "thread_pool(32)"
-    strategy._windows += 1
-    answers.append(("thread_pool(4)", 300.0, 100.0))  # back to where it came from, soon: flapping
-    strategy._consider(op, seen)
-    assert op.target == "thread_pool(4)" and op.hold == 4  # needs 4 windows from now on
-    answers.extend([("thread_pool(32)", 1000.0, 100.0)] * 3)
-    for _ in range(3):
-        strategy._consider(op, seen)
-    assert op.target == "thread_pool(4)"  # 3 windows < 4, urgent or not
-    strategy.close()
+    model.answers.extend(script)
+    moves = [policy.judge("X.op", seen) for _ in script]
+    assert moves[:-1] == [None] * 4 and moves[-1] is not None
+    assert (moves[-1].old, moves[-1].new, moves[-1].at) == ("reactive", "thread_pool(4)", 100.0)
+    assert policy.state("X.op").target == "thread_pool(4)"
+    model.answers.append(("thread_pool(64)", 1000.0, 100.0))  # urgent (10x): one window is enough, capped
+    assert policy.judge("X.op", seen) is not None and policy.state("X.op").target == "thread_pool(32)"
+    _window(policy)
+    model.answers.append(("thread_pool(4)", 300.0, 100.0))  # back to where it came from, soon: flapping
+    assert policy.judge("X.op", seen) is not None
+    assert policy.state("X.op").target == "thread_pool(4)" and policy.state("X.op").hold == 4  # 4 windows now
+    model.answers.extend([("thread_pool(32)", 1000.0, 100.0)] * 3)
+    assert [policy.judge("X.op", seen) for _ in range(3)] == [None] * 3  # 3 windows < 4, urgent or not
+    assert policy.state("X.op").target == "thread_pool(4)"
+
+
+def test_a_move_back_long_after_does_not_count_as_flapping() -> None:
+    model = Scripted()
+    policy = model.policy()
+    seen = Observation(10, 4, 0.001, 0.0, 0.001)
+    model.answers.append(("thread_pool(8)", 1000.0, 100.0))
+    assert policy.judge("X.op", seen) is not None
+    for _ in range(8 * 2 + 1):  # more than BACK_AND_FORTH times hold windows
+        _window(policy)
+    model.answers.append(("reactive", 1000.0, 100.0))
+    move = policy.judge("X.op", seen)
+    assert move is not None and move.glance == 17 * GLANCES and policy.state("X.op").hold == 2
 
 
 def test_delay_is_blocking_not_preemption_nor_the_gil() -> None:
@@ -338,7 +365,7 @@ def test_delay_is_blocking_not_preemption_nor_the_gil() -> None:
 
 def test_a_phase_change_is_judged_on_the_calls_since_the_change() -> None:
     """A glance whose latest samples all differ sharply restarts the window with them alone."""
-    from pyorb.server.strategies.adaptive import MIN_CALLS, Observation, _Op
+    from pyorb.server.strategies.adaptive import MIN_CALLS, _Op
     op = _Op("X.op")
     op.connections = {1, 2, 3}
     assert op.shifted([(0.005, 0.0, 0.005)] * 8) is None  # no window seen yet: nothing to differ from
@@ -355,27 +382,38 @@ def test_a_phase_change_is_judged_on_the_calls_since_the_change() -> None:
 
 
 def test_a_phase_change_moves_at_once_only_for_a_large_gain() -> None:
-    answers: list[tuple[str, float, float]] = []
-
-    def scripted(workload: Workload, current: str) -> tuple[Advice, float]:
-        spec, rate, now = answers.pop(0)
-        return _Rec(spec, rate, "scripted"), now
-
-    from pyorb.server.strategies.adaptive import Observation, _Op
-    strategy = AdaptiveStrategy(hold=2, create=strategies.create, decide=scripted)
-    op = _Op("X.op", hold=2)
-    op.candidate, op.streak = "thread_pool(4)", 1
+    model = Scripted()
+    policy = model.policy()
+    state = policy.state("X.op")
+    state.candidate, state.streak = "thread_pool(4)", 1
     seen = Observation(4, 8, 0.0, 0.005, 0.005)
-    answers.append(("thread_pool(4)", 140.0, 100.0))  # 1.4x: waits for the windows
-    strategy._consider(op, seen, urgent_only=True)
-    assert (op.target, op.candidate, op.streak) == ("reactive", "thread_pool(4)", 1)  # streak untouched
-    answers.append(("thread_pool(8)", 800.0, 100.0))
-    strategy._consider(op, seen, urgent_only=True)
-    assert op.target == "thread_pool(8)" and "changed over the last 4 calls" in strategy.switches[-1].reason
-    op.hold = 4  # it flapped once: no more moves on one glance, however large the gain
-    answers.append(("thread_pool(32)", 8000.0, 100.0))
-    strategy._consider(op, seen, urgent_only=True)
-    assert op.target == "thread_pool(8)"
+    model.answers.append(("thread_pool(4)", 140.0, 100.0))  # 1.4x: waits for the windows
+    assert policy.judge("X.op", seen, urgent_only=True) is None
+    assert (state.target, state.candidate, state.streak) == ("reactive", "thread_pool(4)", 1)  # streak untouched
+    model.answers.append(("thread_pool(8)", 800.0, 100.0))
+    move = policy.judge("X.op", seen, urgent_only=True)
+    assert move is not None and state.target == "thread_pool(8)" and "changed over the last 4 calls" in move.reason
+    state.hold = 4  # it flapped once: no more moves on one glance, however large the gain
+    model.answers.append(("thread_pool(32)", 8000.0, 100.0))
+    assert policy.judge("X.op", seen, urgent_only=True) is None
+    assert state.target == "thread_pool(8)"
+
+
+def test_an_inline_call_that_starts_blocking_moves_before_the_next_glance() -> None:
+    """The strategy judges a phase change as the blocking calls return on the loop, not at a glance."""
+    from pyorb.server.strategies.adaptive import MIN_CALLS, _Op
+    model = Scripted()
+    strategy = AdaptiveStrategy(max_threads=16, create=strategies.create, decide=model.decide)
+    op = _Op("X.op")
+    strategy.policy.add(op.name, op.target)
+    op.connections = set(range(8))
+    op.reference = Observation(40, 8, 0.0005, 0.0, 0.0005)  # the last window: fast calls
+    model.answers.append(("thread_pool(8)", 800.0, 100.0))
+    for n in range(1, MIN_CALLS + 1):
+        assert op.target == "reactive", n
+        strategy.finished(op, 0.005, 0.0, strategy.servant_cpu, True, inline=True)  # blocked 5 ms
+    assert op.target == "thread_pool(8)" and strategy.moves == 1
+    assert strategy.policy.glances == 0 and strategy.switches[0].glance == 0
     strategy.close()
 
 
@@ -389,11 +427,11 @@ async def test_a_call_that_starts_blocking_leaves_the_loop_within_a_fraction_of_
     try:
         await asyncio.sleep(1.3)  # fast calls: a window inline, the reference a change differs from
         assert served.strategy.targets[OP] == "reactive"
+        changed = served.strategy.policy.glances
         servant.sleep = 0.005
-        changed = time.monotonic()
         await wait_until(lambda: served.strategy.targets[OP] != "reactive")
         first = served.strategy.switches[0]
-        assert first.at - changed < 0.15  # within a glance: judged as the blocking calls return
+        assert first.glance - changed <= 1  # within a glance: judged as the blocking calls return
         assert first.new == "thread_pool(8)"  # sized for the new calls and every client
         await asyncio.sleep(0.5)
         assert served.strategy.moves == 1

@@ -30,8 +30,12 @@ more throughput than the model gives the current target, and holds for
 ``hold`` consecutive windows (one window when the gain is 1.5x or more: a
 blocking call stalling the loop).  A move back to the target an operation
 left shortly before doubles that operation's ``hold`` (up to
-:data:`MAX_HOLD`) and stops its one-window and one-glance moves, so a
-workload the model sees two ways does not flap.
+:data:`~pyorb.server.strategies.policy.MAX_HOLD`) and stops its one-window
+and one-glance moves, so a workload the model sees two ways does not flap.
+Those decisions are :class:`~pyorb.server.strategies.policy.AdaptivePolicy`'s,
+a pure object this strategy feeds with observations and glances; the
+strategy samples, detects phase changes, applies the moves and keeps each
+connection's calls in order.
 
 Targets are ``reactive`` (inline on the loop) and ``thread_pool(n)``, ``n``
 the model's size rounded up to a power of two and capped at
@@ -57,44 +61,31 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from time import monotonic, perf_counter, thread_time
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Protocol
+from time import perf_counter, thread_time
+from typing import Any, Callable, Hashable
 
 from pyorb.server.call.dispatch import Call, Strategy, run_on_loop
 from pyorb.server.call.servant import Style
 from pyorb.server.call.stats import Gauges
-
-if TYPE_CHECKING:
-    from pyorb.model import Workload
+from pyorb.server.strategies.policy import GLANCES, INLINE, AdaptivePolicy, Decide, Observation, Switch
 
 log = logging.getLogger(__name__)
 
-INLINE = "reactive"
-MAX_HOLD = 16
-"""Windows a recommendation must hold, at most, after repeated back-and-forth moves."""
 CLIENT_WINDOWS = 4
 """The clients of an operation are the connections that called it in this many recent windows
 (one window of a loop blocked by each call may serve only a few of them)."""
 MIN_CALLS = 4
 """Timed calls an operation needs in a window (or a phase change in a glance) before the model is asked."""
-URGENT = 0.5
-"""A predicted gain at least this large (1.5x) moves after one window, unless the operation has flapped."""
-BACK_AND_FORTH = 8
-"""A move back to the previous target within this many times ``hold`` windows doubles ``hold``."""
 SAMPLES = 40
 """Calls timed per operation per window, at most (the rest are only counted)."""
-GLANCES = 5
-"""Glances per window: how often new samples are checked for a phase change."""
 SHIFT = 0.5
 """A sample differs sharply from the last window when its CPU or delay per call differs by this
 fraction of the window's ..."""
 SHIFT_FLOOR = 0.0005
 """... and by at least this many seconds (timing noise on a shared machine is below it)."""
-_POOL = re.compile(r"thread_pool\((\d+)\)")
 
 
 def _voluntary_switches() -> int:
@@ -111,71 +102,14 @@ except (ImportError, AttributeError):  # not Linux: a count that always moves, s
     _waits = itertools.count().__next__
 
 
-class Advice(Protocol):
-    """What the strategy needs of a :class:`pyorb.model.Recommendation`."""
-
-    @property
-    def strategy(self) -> str: ...
-    @property
-    def throughput(self) -> float: ...
-    @property
-    def reason(self) -> str: ...
-
-
-Decide = Callable[["Workload", str], "tuple[Advice, float]"]
-"""(workload, current target) -> (recommendation, predicted throughput of the current target)."""
-
-
-def model_decision(max_threads: int) -> Decide:
-    """The default decision: :func:`pyorb.model.recommend` between ``reactive`` and thread pools
-    of at most ``max_threads`` (the model's own candidate sizes, capped)."""
-    from pyorb.model import candidates, recommend
-
-    def decide(workload: Workload, current: str) -> tuple[Advice, float]:
-        pools = {min(int(m.group(1)), max_threads)
-                 for m in map(_POOL.fullmatch, candidates(workload)) if m is not None}
-        specs = ["reactive", *(f"thread_pool({n})" for n in sorted(pools))]
-        rec = recommend(workload, strategies=specs, sync=True)
-        now = rec if rec.strategy == current else recommend(workload, strategies=[current], sync=True)
-        return rec, now.throughput
-
-    return decide
-
-
-@dataclass(frozen=True)
-class Switch:
-    """One move of one operation."""
-
-    at: float
-    """``time.monotonic()`` of the move."""
-    operation: str
-    old: str
-    new: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One operation's figures over one window (or the part of it since a phase change)."""
-
-    calls: int
-    """Timed calls the figures come from."""
-    clients: int
-    cpu: float
-    """Mean servant CPU seconds per call."""
-    delay: float
-    """Mean seconds per call the servant was blocked, not computing nor waiting for the GIL."""
-    wall: float
-    """Mean seconds per call in servant code."""
-
-    def differs(self, cpu: float, delay: float) -> bool:
-        """Whether one call's figures differ sharply from these (a phase change, not noise)."""
-        return (abs(cpu - self.cpu) > max(SHIFT_FLOOR, SHIFT * self.cpu)
-                or abs(delay - self.delay) > max(SHIFT_FLOOR, SHIFT * self.delay))
-
-
 Sample = tuple[float, float, float]
 """One timed call: (wall, cpu, delay) seconds."""
+
+
+def _differs(ref: Observation, cpu: float, delay: float) -> bool:
+    """Whether one call's figures differ sharply from ``ref``'s (a phase change, not noise)."""
+    return (abs(cpu - ref.cpu) > max(SHIFT_FLOOR, SHIFT * ref.cpu)
+            or abs(delay - ref.delay) > max(SHIFT_FLOOR, SHIFT * ref.delay))
 
 
 def _mean(samples: list[Sample], clients: int) -> Observation:
@@ -209,7 +143,7 @@ class _Lane:
 
 @dataclass
 class _Op:
-    """One operation's current target, observations and hysteresis state."""
+    """One operation's current target, its connections' lanes and its observations."""
 
     name: str
     target: str = INLINE
@@ -225,12 +159,6 @@ class _Op:
     reference: Observation | None = None  # the last window's figures: what a phase change differs from
     connections: set[Hashable] = field(default_factory=set)
     recent: deque[set[Hashable]] = field(default_factory=lambda: deque(maxlen=CLIENT_WINDOWS))
-    # Hysteresis.
-    candidate: str = ""
-    streak: int = 0
-    hold: int = 2
-    previous: str = ""
-    moved_at: int = -(10**9)  # window number of the last move
 
     def take(self) -> list[Sample]:
         """The timed calls since the last glance (or phase change), handed over once."""
@@ -259,7 +187,7 @@ class _Op:
         if ref is None or len(fresh) < MIN_CALLS:
             return None
         since = len(fresh)
-        while since > 0 and ref.differs(fresh[since - 1][1], fresh[since - 1][2]):
+        while since > 0 and _differs(ref, fresh[since - 1][1], fresh[since - 1][2]):
             since -= 1
         if len(fresh) - since < MIN_CALLS:
             return None
@@ -359,16 +287,15 @@ class AdaptiveStrategy:
         self.max_threads, self.window, self.hold, self.gain = max_threads, float(window), hold, float(gain)
         self.name = f"adaptive(max_threads={max_threads}, window={window:g}, hold={hold}, gain={gain:g})"
         self._create = create
-        self._decide = decide
+        self.policy = AdaptivePolicy(max_threads, hold, self.gain, decide=decide)
+        """When to move an operation and where to (a pure object: this strategy feeds it and applies its moves)."""
         self._spacing = self.window / SAMPLES
-        self._start = INLINE if pin is None else self._clamp(pin)
+        self._start = INLINE if pin is None else self.policy.clamp(pin)
         self._pinned = pin is not None
         self._delegates: dict[str, Strategy] = {}
         self._ops: dict[object, _Op] = {}  # by the call's Recorder: one per operation under this strategy
         self.servant_cpu = 0.0
         """Servant CPU seconds of all finished calls (the GIL estimate reads it)."""
-        self._windows = 0
-        self._glances = 0
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self.switches: deque[Switch] = deque(maxlen=256)
@@ -448,7 +375,8 @@ class AdaptiveStrategy:
     def _new_op(self, call: Call) -> _Op:
         type_id = getattr(type(call.servant), "_NP_RepositoryId", "")
         iface = type_id.split(":")[1].replace("/", "::") if type_id.count(":") >= 2 else type(call.servant).__name__
-        op = self._ops[call.stats] = _Op(f"{iface}.{call.entry.op.name}", target=self._start, hold=self.hold)
+        op = self._ops[call.stats] = _Op(f"{iface}.{call.entry.op.name}", target=self._start)
+        self.policy.add(op.name, op.target)
         if self._timer is None and not self._closed:
             self._timer = call.channel.loop.call_later(self.window / GLANCES, self._tick)
         return op
@@ -460,9 +388,7 @@ class AdaptiveStrategy:
     # -- every window ------------------------------------------------------------------
     def _tick(self) -> None:
         """A glance: each operation's new samples; a window's end every GLANCES glances of an operation."""
-        self._glances += 1
-        if self._glances % GLANCES == 0:
-            self._windows += 1
+        self.policy.glance()
         for op in list(self._ops.values()):
             try:
                 self._glance(op)
@@ -483,7 +409,7 @@ class AdaptiveStrategy:
             if seen is not None:
                 self.last[op.name] = seen
                 if not self._pinned:
-                    self._consider(op, seen)
+                    self._apply(op, self.policy.judge(op.name, seen))
 
     def _changed(self, op: _Op, changed: Observation | None) -> bool:
         """Judge a phase change, if any (loop thread): a move only for a large gain."""
@@ -494,7 +420,7 @@ class AdaptiveStrategy:
                   op.name, changed.cpu * 1e3, changed.delay * 1e3, changed.calls)
         if not self._pinned:
             try:
-                self._consider(op, changed, urgent_only=True)
+                self._apply(op, self.policy.judge(op.name, changed, urgent_only=True))
             except Exception:  # a failing model must not stop the serving
                 log.exception("adaptive: deciding for %s failed; it stays on %s", op.name, op.target)
         return True
@@ -508,27 +434,6 @@ class AdaptiveStrategy:
                 if delegate is None or delegate.stats.queued() == 0:
                     op.lanes[key] = _Lane(op.target)
 
-    def _consider(self, op: _Op, seen: Observation, urgent_only: bool = False) -> None:
-        """Move ``op`` if the model's choice for ``seen`` gains enough and has held long enough.
-        ``urgent_only`` (a phase change seen in one glance): only a 1.5x gain moves, and the
-        window-by-window agreement (``streak``) is left alone."""
-        rec, now = self._decision()(self._workload(seen), op.target)
-        wanted = self._clamp(rec.strategy)
-        better = rec.throughput > now * (1.0 + self.gain) if now > 0 else rec.throughput > 0
-        urgent = rec.throughput >= now * (1.0 + URGENT) and op.hold == self.hold
-        if urgent_only:
-            if wanted != op.target and better and urgent:
-                self._move(op, wanted, f"{rec.reason} (predicted {rec.throughput:.0f}/s vs {now:.0f}/s now; "
-                                       f"changed over the last {seen.calls} calls)")
-            return
-        if wanted == op.target or not better:
-            op.candidate, op.streak = "", 0
-            return
-        op.streak = op.streak + 1 if wanted == op.candidate else 1
-        op.candidate = wanted
-        if op.streak >= (1 if urgent else op.hold):
-            self._move(op, wanted, f"{rec.reason} (predicted {rec.throughput:.0f}/s vs {now:.0f}/s now)")
-
     def move(self, operation: str, spec: str, reason: str = "moved by hand") -> None:
         """Move ``operation`` (a ``targets`` key) to ``spec`` now, as a recommendation would.
 
@@ -537,38 +442,18 @@ class AdaptiveStrategy:
         op = next((o for o in list(self._ops.values()) if o.name == operation), None)
         if op is None:
             raise KeyError(f"no calls of {operation!r} seen yet")
-        target = self._clamp(spec)
+        target = self.policy.clamp(spec)
         if target != op.target:
-            self._move(op, target, reason)
+            self._apply(op, self.policy.move(op.name, target, reason))
 
-    def _move(self, op: _Op, new: str, reason: str) -> None:
-        old = op.target
-        if new == op.previous and self._windows - op.moved_at <= BACK_AND_FORTH * op.hold:
-            op.hold = min(MAX_HOLD, op.hold * 2)  # back and forth: ask for longer agreement next time
-        op.previous, op.target, op.moved_at = old, new, self._windows
-        op.candidate, op.streak = "", 0
+    def _apply(self, op: _Op, switch: Switch | None) -> None:
+        """Send ``op``'s new calls where the policy moved it (lanes keep each connection's order)."""
+        if switch is None:
+            return
+        op.target = switch.new
         self.moves += 1
-        self.switches.append(Switch(monotonic(), op.name, old, new, reason))
-        log.info("adaptive: %s moves from %s to %s: %s", op.name, old, new, reason)
-
-    def _workload(self, seen: Observation) -> Workload:
-        from pyorb.model import Workload
-
-        return Workload(clients=max(1, seen.clients), cpu=seen.cpu, delay=seen.delay)
-
-    def _decision(self) -> Decide:
-        if self._decide is None:
-            self._decide = model_decision(self.max_threads)
-        return self._decide
-
-    def _clamp(self, spec: str) -> str:
-        """The target for a recommended spec: pools rounded up to a power of two and capped at
-        ``max_threads``, anything else inline."""
-        m = _POOL.fullmatch(spec.replace(" ", ""))
-        if m is None:
-            return INLINE
-        size = 1 << max(0, int(m.group(1)) - 1).bit_length()  # a power of two: fewer pools, fewer idle threads
-        return f"thread_pool({min(size, self.max_threads)})"
+        self.switches.append(switch)
+        log.info("adaptive: %s moves from %s to %s: %s", op.name, switch.old, switch.new, switch.reason)
 
     # -- lifecycle -----------------------------------------------------------------------
     def connection_closed(self, connection: Hashable) -> None:
