@@ -244,12 +244,82 @@ def test_each_layer_imports_only_layers_above_it_in_the_table() -> None:
     assert upward == []
 
 
+def _runtime_imports(body: list[ast.stmt], module: str, is_package: bool) -> list[str]:
+    """The modules a module's body imports when it runs: not in functions, not under ``TYPE_CHECKING``."""
+    found: list[str] = []
+    for node in body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found += _runtime_imports(node.orelse, module, is_package)
+        elif isinstance(node, (ast.If, ast.Try)):
+            blocks = [node.body, node.orelse, *(h.body for h in getattr(node, "handlers", ())),
+                      getattr(node, "finalbody", [])]
+            found += [name for block in blocks for name in _runtime_imports(block, module, is_package)]
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, is_package, node.level, node.module) if node.level else node.module or ""
+            found += [source, *(f"{source}.{alias.name}" for alias in node.names)]
+    return found
+
+
+def import_cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """Groups of modules that import each other when they load (a module importing its own package aside)."""
+    root = package.parent
+    paths = {module_name(p, root): p for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        names = _runtime_imports(ast.parse(path.read_text()).body, module, path.name == "__init__.py")
+        prefixes = {".".join(n.split(".")[:i]) for n in names for i in range(1, n.count(".") + 2)}
+        graph[module] = {m for m in prefixes & paths.keys() if m != module and not module.startswith(m + ".")}
+    reach = {m: set(graph[m]) for m in graph}
+    changed = True
+    while changed:  # the transitive closure: the package is small enough
+        changed = False
+        for m in reach:
+            more = set().union(*(reach[n] for n in reach[m])) - reach[m]
+            if more:
+                reach[m] |= more
+                changed = True
+    cycles = {tuple(sorted(n for n in reach[m] if m in reach[n])) for m in reach if m in reach[m]}
+    return sorted(list(c) for c in cycles)
+
+
+def test_no_two_modules_import_each_other_when_they_load() -> None:
+    assert import_cycles() == []
+
+
+def test_an_import_cycle_is_caught(tmp_path: Path) -> None:
+    files = {"a.py": "from pyorb import b\n", "b.py": "import pyorb.c\n", "c.py": "from .a import x\n",
+             "d.py": "def f():\n    from pyorb import a\n", "e.py": "from typing import TYPE_CHECKING\n"
+             "if TYPE_CHECKING:\n    from pyorb import a\n", "__init__.py": ""}
+    for name, text in files.items():
+        (tmp_path / "pyorb").mkdir(exist_ok=True)
+        (tmp_path / "pyorb" / name).write_text(text)
+    assert import_cycles(tmp_path / "pyorb") == [["pyorb.a", "pyorb.b", "pyorb.c"]]
+
+
 def test_every_named_package_exists() -> None:
     rules = read_rules()
     named = [p for layer in rules.layers for p in (*layer.packages, *(layer.may_import or ()))]
     missing = [p for p in named if not (ROOT / p.replace(".", "/")).is_dir()
                and not (ROOT / (p.replace(".", "/") + ".py")).is_file() and p != FACADE]
     assert missing == []
+
+
+def test_the_tree_on_the_page_names_every_module() -> None:
+    text = ARCHITECTURE.read_text()
+    tree = text[text.index("## The package, file by file"):]
+    tree = tree[tree.index("```text"):tree.index("```", tree.index("```text") + 3)]
+    named: set[str] = set()
+    path: list[str] = []
+    for line in tree.splitlines()[1:]:
+        depth = (len(line) - len(line.lstrip())) // 4
+        name = line.split()[0]
+        path[depth:] = [name]
+        named.add("".join(path))
+    files = {p.relative_to(ROOT).as_posix().removesuffix("__init__.py")
+             for p in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyx")]}
+    assert sorted(files - named) == [] and sorted(named - files) == []
 
 
 @pytest.mark.parametrize(("a", "b"), [("pyorb.server", "pyorb.client"), ("pyorb.client", "pyorb.server")])
