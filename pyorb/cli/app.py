@@ -11,16 +11,15 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import typer
 from omniORB import CORBA
-from rich.console import Console
 
 import pyorb
+from pyorb.cli.console import out
 from pyorb.cli.plan import plan_cmd
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR, parse_reference
@@ -35,8 +34,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# Tables piped to a file or another program are not cut down to 80 columns.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 _show_traceback = False
 
 IdlOption = typer.Option(..., "--idl", help="IDL file defining the interface (repeatable).", exists=True,

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pyorb.cli.console import out
 from pyorb.model import Host, Prediction, Recommendation, Workload, candidates, predict, recommend
 
 PLOT_INSTALL = ("--plot needs matplotlib (the loadtest extra): pip install 'pyorb-asyncio[loadtest]', "
@@ -143,8 +144,6 @@ def plan_cmd(
     Prints a table per strategy and the recommended one with its reason.
     The models and their calibration: docs/planning.md.
     """
-    from pyorb.cli.app import out
-
     counts = client_counts(clients) if clients else None
     fraction = 1.0 if cpu_share is None else share(cpu_share)
     demands = {"--cpu": cpu, "--delay": delay, "--client-cpu": client_cpu, "--sink-cpu": sink_cpu}
