@@ -1,12 +1,12 @@
 """Alternating A/B of pyorb-to-pyorb echo throughput: this checkout against another.
 
-Each round runs servers/pyorb_echo.py and loadtests/pyorb_echo_client.py of
+Each round runs pyorb.servers.echo and benchmarks.pyorb_echo_client of
 one checkout, then of the other (the order flips every round, so neither
 always goes first on a machine that warms up or slows down), and prints
 calls/s per run with the median, minimum and maximum of each side.
 
     git worktree add /tmp/pyorb-before <commit>
-    python loadtests/ab_echo.py --against /tmp/pyorb-before --rounds 6
+    python -m benchmarks.ab_echo --against /tmp/pyorb-before --rounds 6
 """
 
 from __future__ import annotations
@@ -25,15 +25,21 @@ from rich.table import Table
 HERE = Path(__file__).resolve().parents[1]
 
 
+def tool(tree: Path, module: str, script: str) -> list[str]:
+    """How ``tree`` runs one of its tools: as a module, or by its script path in a checkout older than benchmarks/."""
+    return [str(tree / script)] if (tree / script).exists() else ["-m", module]
+
+
 def one_run(tree: Path, concurrency: int, seconds: float) -> float:
     """calls/s of one server and client of ``tree``, both importing pyorb from it."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    server = subprocess.Popen([sys.executable, str(tree / "servers/pyorb_echo.py")], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
+    server = subprocess.Popen([sys.executable, *tool(tree, "pyorb.servers.echo", "servers/pyorb_echo.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
     try:
         assert server.stdout is not None
         ior = server.stdout.readline().strip()
-        done = subprocess.run([sys.executable, str(tree / "loadtests/pyorb_echo_client.py"), ior, "--concurrency",
+        client = tool(tree, "benchmarks.pyorb_echo_client", "loadtests/pyorb_echo_client.py")
+        done = subprocess.run([sys.executable, *client, ior, "--concurrency",
                                str(concurrency), "--seconds", str(seconds), "--warmup", "0.5"],
                               capture_output=True, text=True, env=env, cwd=tree, timeout=seconds + 60, check=True)
     finally:

@@ -26,12 +26,10 @@ import asyncio
 import queue
 import sys
 import threading
-from pathlib import Path
 from typing import Any, Sequence
 
 # The IOR builder of this checkout, whatever the working directory.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pyorb.giop.ior import build_ior  # noqa: E402  (needs the path set above)
+from pyorb.giop.ior import build_ior
 
 HEADER = b"GIOP\x01\x02\x01"          # GIOP 1.2, little-endian
 REPLY, LOCATE_REPLY = 1, 4

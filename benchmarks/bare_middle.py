@@ -26,16 +26,13 @@ import argparse
 import asyncio
 import struct
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 # The IOR helpers of this checkout, whatever the working directory.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bare_echo_server import serve_until_stdin_eof  # noqa: E402  (needs the path set above)
-from bare_sink_client import request_template  # noqa: E402
+from benchmarks.bare_echo_server import serve_until_stdin_eof
+from benchmarks.bare_sink_client import request_template
 
-from pyorb.giop.ior import parse_reference  # noqa: E402
+from pyorb.giop.ior import parse_reference
 
 REQUEST_HEADER = b"GIOP\x01\x02\x01\x00"  # GIOP 1.2, little-endian, Request
 REPLY_HEADER = b"GIOP\x01\x02\x01\x01"

@@ -19,15 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import struct
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 # The IOR reader and result format of this checkout, whatever the working directory.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pyorb.giop.ior import parse_reference  # noqa: E402  (needs the path set above)
-from pyorb.loadtest.stats import emit, result  # noqa: E402
+from pyorb.giop.ior import parse_reference
+from pyorb.loadtest.stats import emit, result
 
 HEADER = b"GIOP\x01\x02\x01\x00"  # GIOP 1.2, little-endian, Request
 REPLY_HEADER = b"GIOP\x01\x02\x01\x01"

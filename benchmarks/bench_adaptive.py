@@ -22,8 +22,8 @@ runs with their min-max spread; each phase's ratio to the best fixed
 strategy's median.  Writes a plot of throughput over time (the median of
 each bin over the repetitions) to --plot.
 
-Run from the repository root: python loadtests/bench_adaptive.py
-(python loadtests/bench_adaptive.py --quick for a smoke run).  The server
+Run from the repository root: python -m benchmarks.bench_adaptive
+(python -m benchmarks.bench_adaptive --quick for a smoke run).  The server
 side is this script with --serve SPEC.
 """
 from __future__ import annotations
@@ -41,15 +41,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench_echo import (  # loadtests/ (scripts run from this folder)
+from benchmarks.bench_echo import (
     Run, Table, judge, rate, ratio, rotate, run_benchmark, spread, summarize)
-from common import (
+from benchmarks.common import (
     ROOT, SERVER_START_S, RunDefaults, ServerProcess, add_run_options,
     last_json, positive, read_first_line, settle_run_options, stop_process,
     tail)
 
 PY = sys.executable
-CLIENT = str(ROOT / "loadtests" / "omni_sink_client.py")
+CLIENT = ["-m", "benchmarks.omni_sink_client"]
 PHASES = ("cpu", "io", "mixed")
 BIN_S = 0.25                    # the server's reply-count bins
 CALL_TIMEOUT_S = 10.0           # the client's per-call timeout
@@ -206,7 +206,7 @@ def fixed(ns: argparse.Namespace) -> list[str]:
 
 def server_command(pt: Point, ns: argparse.Namespace) -> list[str]:
     """This script as the server of ``pt``, with the run's phases."""
-    return [PY, str(Path(__file__).resolve()), "--serve", pt.model, "--seconds", str(ns.seconds),
+    return [PY, "-m", "benchmarks.bench_adaptive", "--serve", pt.model, "--seconds", str(ns.seconds),
             "--cpu-ms", str(ns.cpu_ms), "--io-ms", str(ns.io_ms), "--mixed-cpu-ms", str(ns.mixed_cpu_ms),
             "--mixed-io-ms", str(ns.mixed_io_ms)]
 
@@ -214,7 +214,7 @@ def server_command(pt: Point, ns: argparse.Namespace) -> list[str]:
 def drive_client(ior: str, ns: argparse.Namespace) -> tuple[int | None, bytes, str]:
     """Run the omniORBpy client through every phase; (rc, stdout, stderr tail)."""
     total = ns.seconds * len(PHASES)
-    cmd = [PY, CLIENT, ior, "--threads", str(ns.clients), "--seconds", str(total), "--warmup", "0",
+    cmd = [PY, *CLIENT, ior, "--threads", str(ns.clients), "--seconds", str(total), "--warmup", "0",
            "--timeout", str(CALL_TIMEOUT_S)]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
@@ -359,7 +359,7 @@ def tables(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> list[Table]:
     cost = overhead_table(by_key, ns)
     if cost is not None:
         tbls.append(cost)
-    tbls[0].note = (f"{ns.clients} omniORBpy client threads (loadtests/omni_sink_client.py), one connection "
+    tbls[0].note = (f"{ns.clients} omniORBpy client threads (benchmarks/omni_sink_client.py), one connection "
                     f"each, closed loop, 127.0.0.1; phases of {ns.seconds:g} s from the first call. "
                     + tbls[0].note)
     try:

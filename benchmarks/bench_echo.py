@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
-from common import (  # loadtests/common.py (scripts run from this folder)
+from benchmarks.common import (
     RunDefaults, ServerProcess, ServerStartError, add_run_options, last_json,
     settle_run_options)
 
@@ -57,13 +57,13 @@ from rich.table import Table as RichTable
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SERVER_CMDS: dict[str, list[str]] = {
-    "pyorb": [str(ROOT / "servers" / "pyorb_echo.py"), "--servant", "sync"],
-    "omni-tpc": [str(ROOT / "servers" / "omni_echo.py"), "--threading", "tpc"],
-    "omni-pool": [str(ROOT / "servers" / "omni_echo.py"),
+    "pyorb": ["-m", "pyorb.servers.echo", "--servant", "sync"],
+    "omni-tpc": ["-m", "pyorb.servers.omni_echo", "--threading", "tpc"],
+    "omni-pool": ["-m", "pyorb.servers.omni_echo",
                   "--threading", "pool"],
     # The floors: no ORB at all, on the loop / through a worker thread.
-    "bare": [str(ROOT / "loadtests" / "bare_echo_server.py")],
-    "bare-handoff": [str(ROOT / "loadtests" / "bare_echo_server.py"),
+    "bare": ["-m", "benchmarks.bare_echo_server"],
+    "bare-handoff": ["-m", "benchmarks.bare_echo_server",
                      "--handoff"],
 }
 SERVER_NAMES = {"pyorb": "pyorb (sync servant)",
@@ -72,8 +72,8 @@ SERVER_NAMES = {"pyorb": "pyorb (sync servant)",
                 "bare": "floor: bare uvloop, no ORB",
                 "bare-handoff": "floor: bare uvloop + thread"}
 A_SERVERS = ("pyorb", "omni-tpc", "omni-pool", "bare", "bare-handoff")
-OMNI_CLIENT = str(ROOT / "loadtests" / "omni_echo_client.py")
-PYORB_CLIENT = str(ROOT / "loadtests" / "pyorb_echo_client.py")
+OMNI_CLIENT = ["-m", "benchmarks.omni_echo_client"]
+PYORB_CLIENT = ["-m", "benchmarks.pyorb_echo_client"]
 
 A_THREADS = (1, 8, 64)
 B_EXTRA = ((64, 8),)            # (threads, connections) beyond (a)'s n/n
@@ -179,13 +179,13 @@ def schedule(rep: int) -> list[Point]:
 def client_command(pt: Point, ior: str, ns: argparse.Namespace) -> list[str]:
     """The client process for ``pt``."""
     if pt.latency:
-        return [PY, OMNI_CLIENT, ior, "--sequential-latency",
+        return [PY, *OMNI_CLIENT, ior, "--sequential-latency",
                 str(LATENCY_CALLS), "--warmup", str(ns.warmup)]
     window = ["--seconds", str(ns.seconds), "--warmup", str(ns.warmup),
               "--timeout", str(CALL_TIMEOUT_S)]
     if pt.client == "pyorb":
-        return [PY, PYORB_CLIENT, ior, "--concurrency", str(pt.n), *window]
-    cmd = [PY, OMNI_CLIENT, ior, "--threads", str(pt.n), *window]
+        return [PY, *PYORB_CLIENT, ior, "--concurrency", str(pt.n), *window]
+    cmd = [PY, *OMNI_CLIENT, ior, "--threads", str(pt.n), *window]
     if pt.connections:
         cmd += ["--connections", str(pt.connections)]
     return cmd
@@ -341,7 +341,7 @@ def table_a(by_key: dict[str, list[Run]]) -> Table:
         ("right", "left", "right", "right", "right", "right"),
         "pyorb ÷ this: the pyorb server's median over this server's, same "
         "thread count (>1: pyorb faster).  The floors are not ORBs "
-        "(loadtests/bare_echo_server.py): a uvloop protocol that answers "
+        "(benchmarks/bare_echo_server.py): a uvloop protocol that answers "
         "without parsing, inline or from a worker thread; they bound what any "
         "asyncio server, and any thread-pool strategy, can reach here.")
 

@@ -39,13 +39,15 @@ import uvloop
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 
-IDL_PATH = str(Path(__file__).resolve().parents[1] / "idl" / "bench.idl")
+ROOT = Path(__file__).resolve().parents[1]
+
 
 
 def serve(model: str, ids: int) -> None:
     """The server process: prints its corbaloc prefix, serves until stdin closes."""
-    idl = pyorb.load_idl(IDL_PATH)
+    idl = bench_idl()
 
     class Single(idl.Bench__POA.Sink):  # type: ignore[misc,name-defined]
         def work(self, token: int) -> int:
@@ -93,7 +95,7 @@ def serve(model: str, ids: int) -> None:
 
 async def load(base: str, model: str, ids: int, clients: int, concurrency: int, seconds: float,
                warmup: float) -> dict[str, float]:
-    idl = pyorb.load_idl(IDL_PATH)
+    idl = bench_idl()
     made = [pyorb.Client() for _ in range(clients)]
     calls = errors = 0
     start = time.perf_counter() + warmup
@@ -123,8 +125,8 @@ async def load(base: str, model: str, ids: int, clients: int, concurrency: int, 
 
 
 def run(ns: argparse.Namespace, model: str) -> dict[str, float]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", model, "--ids", str(ns.ids)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_locator", "--serve", model, "--ids", str(ns.ids)],
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         base = json.loads(proc.stdout.readline())["corbaloc"]

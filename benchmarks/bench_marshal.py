@@ -7,7 +7,7 @@ An A/B against another checkout runs this script twice, the second time
 with ``PYTHONPATH=/path/to/other`` from that checkout; the process must
 import pyorb from the tree it is measuring, which the header line shows.
 
-    python loadtests/bench_marshal.py --number 200000 --repeats 5
+    python -m benchmarks.bench_marshal --number 200000 --repeats 5
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from rich.table import Table
 
 import pyorb
 from pyorb import marshal
+from pyorb.idl import bench_idl
 
 ROOT = Path(pyorb.__file__).resolve().parents[1]  # the checkout being measured
 
 
 def cases() -> list[tuple[str, marshal.BodyCodec, tuple[Any, ...]]]:
-    bench = pyorb.load_idl(ROOT / "pyorb" / "data" / "bench.idl").Bench
+    bench = bench_idl().Bench
     interop = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop
 
     def codec(name: str) -> marshal.Operation:

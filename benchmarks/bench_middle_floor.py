@@ -5,7 +5,7 @@ Issue #15's target 4 asks the pyorb middle tier (AMH-ST, one thread) for
 95 % of the ideal throughput N/D at N = 400 and D = 40 ms.  This script
 measures how much of N/D any asyncio chain of three processes gets on this
 machine, by swapping each tier for a bare uvloop one that does the least
-its role needs (loadtests/bare_sink_client.py, loadtests/bare_middle.py):
+its role needs (benchmarks/bare_sink_client.py, benchmarks/bare_middle.py):
 
   chains   CLIENT/MIDDLE/SINK, each bare or pyorb; MIDDLE also none (the
            client calls the sink directly), omniorb-tpc or omniorb-pool-N
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import psutil  # type: ignore[import-untyped]
-from bench_echo import Run, Table, judge, rotate, run_benchmark, summarize  # loadtests/
-from common import ROOT, RunDefaults, ServerProcess, add_run_options, last_json, positive, settle_run_options
+from benchmarks.bench_echo import Run, Table, judge, rotate, run_benchmark, summarize
+from benchmarks.common import ROOT, RunDefaults, ServerProcess, add_run_options, last_json, positive, settle_run_options
 
 PY = sys.executable
-BARE = str(ROOT / "loadtests" / "bare_middle.py")
+BARE = ["-m", "benchmarks.bare_middle"]
 CLIENT_SLACK_S = 60.0  # connecting N clients and exiting, on top of the window
 DEFAULT_CHAINS = ("bare/none/bare", "bare/bare/bare", "pyorb/bare/bare", "bare/pyorb/pyorb", "pyorb/pyorb/bare",
                   "pyorb/pyorb/pyorb")
@@ -87,13 +87,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def sink_command(kind: str, delay: float) -> list[str]:
     if kind == "bare":
-        return [PY, BARE, "sink", "--delay", f"{delay:g}"]
+        return [PY, *BARE, "sink", "--delay", f"{delay:g}"]
     return [PY, "-m", "pyorb.servers.sink", "--model", "amh", "--delay", f"{delay:g}", "--cpu", "0"]
 
 
 def middle_command(kind: str, sink_ior: str) -> list[str]:
     if kind == "bare":
-        return [PY, BARE, "middle", "--sink", sink_ior]
+        return [PY, *BARE, "middle", "--sink", sink_ior]
     if kind.startswith("omniorb-"):  # as pyorb.loadtest.sweep runs omniORBpy's middle tier
         threading = ["--threading", "pool", "--pool-size", _pool_size(kind)] if _pool_size(kind) else \
             ["--threading", "tpc"]
@@ -104,7 +104,7 @@ def middle_command(kind: str, sink_ior: str) -> list[str]:
 def client_command(kind: str, ref: str, ns: argparse.Namespace) -> list[str]:
     window = ["--warmup", f"{ns.warmup:g}", "--duration", f"{ns.seconds:g}"]
     if kind == "bare":
-        return [PY, str(ROOT / "loadtests" / "bare_sink_client.py"), ref, "--connections", str(ns.clients), *window]
+        return [PY, "-m", "benchmarks.bare_sink_client", ref, "--connections", str(ns.clients), *window]
     return [PY, "-m", "pyorb.loadtest.generator", ref, "--clients", str(ns.clients), *window]
 
 
@@ -178,7 +178,7 @@ def tables(chains: list[Chain], ns: argparse.Namespace, by_key: dict[str, list[R
                   ("left",) + ("right",) * 8,
                   "Medians over the clean runs.  Cores: CPU seconds per second of the client's run (the client's "
                   "own, from its start to its end; the servers', over the same interval).  bare: "
-                  "loadtests/bare_sink_client.py, loadtests/bare_middle.py; pyorb: the generator, the amh-st middle "
+                  "benchmarks/bare_sink_client.py, benchmarks/bare_middle.py; pyorb: the generator, the amh-st middle "
                   "tier and the amh sink of the experiments.")]
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Open-loop overload: goodput, latency and shedding at 1x to 10x a sink's capacity, per strategy.
 
-    python loadtests/bench_overload.py                 # every strategy and omniORBpy (about 5 minutes)
-    python loadtests/bench_overload.py --no-admission  # the same servers without admission control
-    python loadtests/bench_overload.py --quick         # a smoke run
+    python -m benchmarks.bench_overload                 # every strategy and omniORBpy (about 5 minutes)
+    python -m benchmarks.bench_overload --no-admission  # the same servers without admission control
+    python -m benchmarks.bench_overload --quick         # a smoke run
 
 Each server is a fresh sink process (Bench::Sink.work: ``--cpu`` seconds of
 CPU per call, so every model has about the same capacity on one
@@ -37,7 +37,7 @@ from typing import Sequence
 
 import psutil  # type: ignore[import-untyped]
 import uvloop
-from common import ROOT, ServerProcess, range_text  # loadtests/ (scripts run from this folder)
+from benchmarks.common import ServerProcess, range_text
 from rich.console import Console
 from rich.table import Table
 
@@ -107,9 +107,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def command(model: str, ns: argparse.Namespace) -> list[str]:
     cpu = ["--cpu", str(ns.cpu)]
     if model == "omniORBpy thread/conn":
-        return [PY, str(ROOT / "servers/omni_sink.py"), *cpu]
+        return [PY, "-m", "pyorb.servers.omni", "sink", *cpu]
     if model == "omniORBpy pool(4)":
-        return [PY, str(ROOT / "servers/omni_sink.py"), "--threading", "pool", "--pool-size", "4", *cpu]
+        return [PY, "-m", "pyorb.servers.omni", "sink", "--threading", "pool", "--pool-size", "4", *cpu]
     admission = [] if ns.no_admission else ["--queue-target", str(ns.target), "--queue-interval", str(ns.interval),
                                             "--queue-limit", str(ns.limit)]
     return [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission]

@@ -9,13 +9,13 @@ workload and a number of closed-loop clients:
              thread_per_request, threaded, locality(N), amh (AMH servant);
              omniORBpy: thread per connection and thread pool(N);
              with the echo workload, three floors that are not ORBs
-             (loadtests/bare_echo_server.py answering on the loop, through
+             (benchmarks/bare_echo_server.py answering on the loop, through
              a pool of N worker threads, and through one worker thread per
              connection), which bound any asyncio server, any thread-pool
              strategy and any thread-per-connection strategy here;
   workloads  echo (no demand) and cpu (--cpu-ms of CPU per call, computed
              in the thread that runs the call: Harkema et al.'s 1 ms);
-  clients    1 and 64 threads of loadtests/omni_sink_client.py, each on
+  clients    1 and 64 threads of benchmarks/omni_sink_client.py, each on
              its own connection, each sending its next call as soon as the
              reply came.
 
@@ -42,16 +42,16 @@ from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import psutil  # type: ignore[import-untyped]
-from bench_echo import (  # loadtests/ (scripts run from this folder)
+from benchmarks.bench_echo import (
     Run, Summary, Table, judge, micro, rate, ratio, rotate, run_benchmark,
     spread, summarize)
-from common import (
+from benchmarks.common import (
     ROOT, SERVER_START_S, RunDefaults, ServerProcess, add_run_options,
     last_json, positive, read_first_line, settle_run_options, stop_process,
     tail)
 
 PY = sys.executable
-CLIENT = str(ROOT / "loadtests" / "omni_sink_client.py")
+CLIENT = ["-m", "benchmarks.omni_sink_client"]
 CALL_TIMEOUT_S = 5.0            # the client's per-call timeout
 CLIENT_SLACK_S = 30.0           # start-up and exit on top of the window
 
@@ -61,7 +61,7 @@ PYORB_MODELS = ("reactive", "thread_pool", "thread_per_connection",
 OMNI_MODELS = ("omni-tpc", "omni-pool")
 FLOOR_MODELS = ("bare", "bare-handoff", "bare-per-connection")  # echo only: the bare server has no CPU demand
 MODELS = PYORB_MODELS + OMNI_MODELS + FLOOR_MODELS
-BARE_SERVER = str(ROOT / "loadtests" / "bare_echo_server.py")
+BARE_SERVER = ["-m", "benchmarks.bare_echo_server"]
 BASELINE = {"thread_pool": "omni-pool", "thread_per_connection": "omni-tpc"}
 WORKLOADS = ("echo", "cpu")
 
@@ -156,7 +156,7 @@ def server_command(pt: Point, ns: argparse.Namespace) -> list[str]:
     """The sink server of ``pt``'s model and workload."""
     demand = ["--cpu", str(ns.cpu_ms / 1000 if pt.workload == "cpu" else 0)]
     if pt.model in FLOOR_MODELS:
-        return [PY, BARE_SERVER, *{"bare": [], "bare-handoff": ["--handoff", "--threads", str(ns.pool)],
+        return [PY, *BARE_SERVER, *{"bare": [], "bare-handoff": ["--handoff", "--threads", str(ns.pool)],
                                    "bare-per-connection": ["--per-connection"]}[pt.model]]
     if pt.model in OMNI_MODELS:
         mode = "tpc" if pt.model == "omni-tpc" else "pool"
@@ -197,7 +197,7 @@ def drive_client(pt: Point, ior: str, server_pid: int,
                  ns: argparse.Namespace) -> tuple[int | None, bytes, str,
                                                    Window | None]:
     """Run the client for ``pt``; (rc, stdout, stderr tail, CPU window)."""
-    cmd = [PY, CLIENT, ior, "--threads", str(pt.clients), "--seconds",
+    cmd = [PY, *CLIENT, ior, "--threads", str(pt.clients), "--seconds",
            str(ns.seconds), "--warmup", str(ns.warmup), "--timeout",
            str(CALL_TIMEOUT_S)]
     limit = ns.warmup + ns.seconds + CALL_TIMEOUT_S + CLIENT_SLACK_S
@@ -365,7 +365,7 @@ def shown(pt: Point, run: Run) -> str:
 
 def settings(ns: argparse.Namespace) -> str:
     """The run's settings in one line (bench_echo's header has the rest)."""
-    return (f"Client: loadtests/omni_sink_client.py (omniORBpy, one thread "
+    return (f"Client: benchmarks/omni_sink_client.py (omniORBpy, one thread "
             f"and one connection per client). Workloads: "
             f"{', '.join(ns.workloads)} (cpu = {ns.cpu_ms:g} ms per call); "
             f"clients: {', '.join(map(str, ns.clients))}; pool size "

@@ -4,12 +4,12 @@
 For each stack and load it alternates plain and TLS runs (``--rounds``
 each, the order flipping every round) and prints calls/s (median, min,
 max) and the TLS/plain ratio of the medians.  pyorb: servers/pyorb_echo.py
-and loadtests/pyorb_echo_client.py (N calls in flight on one connection).
+and benchmarks/pyorb_echo_client.py (N calls in flight on one connection).
 omniORB: the C++ echo server and client of tests/peers/omnicxx (T threads),
 built here if Debian's omniORB packages are installed, skipped otherwise.
 Certificates are made for the run in a temporary directory.
 
-    python loadtests/bench_tls.py --rounds 3 --seconds 2
+    python -m benchmarks.bench_tls --rounds 3 --seconds 2
 """
 
 from __future__ import annotations
@@ -26,11 +26,9 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pyorb.testing.certs import TestPKI, make_pki  # noqa: E402
-from tests.peers.omnicxx import build as omnicxx  # noqa: E402
+from pyorb.testing.certs import TestPKI, make_pki
+from tests.peers.omnicxx import build as omnicxx
 
 
 def _serve(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -72,8 +70,8 @@ def _measure(server_argv: list[str], client_argv: Callable[[str], list[str]], se
 
 
 def pyorb_point(pki: TestPKI, tls: bool, concurrency: int, seconds: float) -> float:
-    server = [sys.executable, str(ROOT / "servers" / "pyorb_echo.py")]
-    client = [sys.executable, str(ROOT / "loadtests" / "pyorb_echo_client.py")]
+    server = [sys.executable, "-m", "pyorb.servers.echo"]
+    client = [sys.executable, "-m", "benchmarks.pyorb_echo_client"]
     if tls:
         server += ["--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key)]
     extra = ["--tls-ca", str(pki.ca)] if tls else []

@@ -10,7 +10,7 @@ inside that process, after its first call).  The order of the two systems
 alternates between repetitions; medians, min-max spreads and the ratio of
 the medians come from the same run.
 
-    python loadtests/bench_values.py --values 3000 --calls 20 --repeats 3
+    python -m benchmarks.bench_values --values 3000 --calls 20 --repeats 3
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main() -> int:
             else:
                 omni = omni_server_process(str(IDL), "tests.peers.values_servant:Echo")
                 try:
-                    results[system].append(float(omni_call(str(IDL), "loadtests.bench_values:omni_rounds", omni.ior,
+                    results[system].append(float(omni_call(str(IDL), "benchmarks.bench_values:omni_rounds", omni.ior,
                                                            interface="Values::Echo", args=(ns.values, ns.calls),
                                                            timeout=600)))
                 finally:

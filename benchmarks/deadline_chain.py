@@ -12,8 +12,8 @@ sink's starts after the client had given up on that call (more than
 sink counted as expired (never started).  ``--tree DIR`` runs the middle tier
 and the sink from another checkout (the client stays this one's).
 
-    python -m loadtests.deadline_chain --runs 3
-    python -m loadtests.deadline_chain --runs 3 --tree /tmp/pyorb-before
+    python -m benchmarks.deadline_chain --runs 3
+    python -m benchmarks.deadline_chain --runs 3 --tree /tmp/pyorb-before
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main() -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from loadtests.common import range_text
+    from benchmarks.common import range_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs (default 3)")

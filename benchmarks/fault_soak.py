@@ -4,7 +4,7 @@
 Three sink replicas, each on its own host (a network namespace, see
 pyorb.testing.netns; needs root), form one group reference.  On a client
 host, two pyorb clients (pyorb.testing.groupload: one declaring ``work``
-idempotent, one not) and an omniORBpy client (loadtests/omni_soak_calls.py)
+idempotent, one not) and an omniORBpy client (benchmarks/omni_soak_calls.py)
 call it in closed loops for ``--minutes``.  Every ``--period`` seconds one
 replica, in turn, fails for ``--fault-seconds``, the faults in turn too:
 
@@ -20,7 +20,7 @@ sample after the warm-up and at the end.  It exits 1 if any call was lost
 or answered twice, or a pyorb client's RSS grew by more than
 ``--rss-growth`` (fraction).  Bounded: it stops by itself after the run.
 
-    sudo python loadtests/fault_soak.py --minutes 30
+    sudo python -m benchmarks.fault_soak --minutes 30
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from typing import Any, Sequence
 import psutil
 
 from pyorb.giop.ior import IOR, GroupComponent, group_ior
+from pyorb.idl import BENCH_IDL
 from pyorb.testing import netns
 from pyorb.testing.kit import ServerProcess
 
-ROOT = Path(__file__).resolve().parents[1]
 HOSTS = ("sink1", "sink2", "sink3")
 FAULTS = ("kill", "stall", "partition", "leave")
 WARMUP_S = 10.0
@@ -147,8 +147,8 @@ def start_clients(soak: Soak, seconds: float) -> dict[str, subprocess.Popen[byte
     ns, net, group = soak.ns, soak.net, soak.group().to_string()
     load = [sys.executable, "-m", "pyorb.testing.groupload", group, "--seconds", str(seconds), "--in-flight",
             str(ns.callers), "--timeout", str(ns.timeout), "--bin", "1"]
-    omni = [sys.executable, "-m", "pyorb.testing.omnipeer", "call", "--idl", str(ROOT / "idl" / "bench.idl"),
-            "--function", str(ROOT / "loadtests" / "omni_soak_calls.py") + ":closed_loop", "--target", group,
+    omni = [sys.executable, "-m", "pyorb.testing.omnipeer", "call", "--idl", str(BENCH_IDL),
+            "--function", "benchmarks.omni_soak_calls:closed_loop", "--target", group,
             "--interface", "Bench::Sink", "--args", json.dumps([seconds, int(ns.timeout * 1000)])]
     pipe = subprocess.PIPE
     return {"pyorb": net.popen("client", load, stdout=pipe),

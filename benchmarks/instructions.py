@@ -8,7 +8,7 @@ loop, with ``--in-flight`` calls outstanding on one loopback connection:
   (a plain servant, reactive strategy);
 * ``bare``: the same traffic with no ORB: a protocol that frames the 12-byte
   GIOP header, writes requests and matches replies to futures by request
-  id, against ``loadtests/bare_echo_server.py``'s protocol.
+  id, against ``benchmarks/bare_echo_server.py``'s protocol.
 
 ``--alone`` also counts each side on its own against the other's bare peer
 in another process, and ``--pool N`` the server alone under
@@ -21,7 +21,7 @@ machine does not enter.  Each workload runs twice, with ``--calls`` N1 and
 N2; the instructions per call are the difference over N2 - N1, which
 cancels start-up (imports, IDL, connection set-up).
 
-    python loadtests/instructions.py --calls 2000 8000
+    python -m benchmarks.instructions --calls 2000 8000
 """
 
 from __future__ import annotations
@@ -39,16 +39,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, cast
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "loadtests"))
 
 
 def bench() -> tuple[Any, Any]:
     """Bench's IDL, and an Echo servant whose ping returns its stamp."""
-    import pyorb
+    from pyorb.idl import bench_idl
 
-    idl = pyorb.load_idl(ROOT / "idl" / "bench.idl")
+    idl = bench_idl()
 
     class Echo(idl.Bench__POA.Echo):  # type: ignore[misc,name-defined]
         def ping(self, stamp: int) -> int:
@@ -214,7 +211,7 @@ def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None, 
 
 
 def _inner(kind: str, calls: int, in_flight: int, target: str | None = None, pool: int = 8) -> list[str]:
-    argv = [sys.executable, __file__, "--inner", kind, "--inner-calls", str(calls), "--in-flight", str(in_flight),
+    argv = [sys.executable, "-m", "benchmarks.instructions", "--inner", kind, "--inner-calls", str(calls), "--in-flight", str(in_flight),
             "--pool", str(pool)]
     return argv + (["--target", target] if target else [])
 

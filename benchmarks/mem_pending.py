@@ -1,7 +1,7 @@
 """Memory per pending request in the AMH single-thread middle tier (issue #5).
 
-    python3 loadtests/mem_pending.py --clients 1000,5000 --repeats 3
-    python3 loadtests/mem_pending.py --clients 1000 --repeats 1 --breakdown
+    python -m benchmarks.mem_pending --clients 1000,5000 --repeats 3
+    python -m benchmarks.mem_pending --clients 1000 --repeats 1 --breakdown
 
 Each repetition starts a fresh sink (``pyorb.servers.sink --delay D``) and
 AMH-ST middle tier (``pyorb.servers.middle --model amh-st``) as processes,
@@ -189,7 +189,7 @@ def one_point(ns: argparse.Namespace, n: int) -> tuple[Point, list[Any]]:
     middle_args = ["--model", "amh-st", "--timeout", str(ns.delay * 4 + 10)]
     with ServerProcess("sink", ["-m", "pyorb.servers.sink", "--model", "amh-st", "--delay", str(ns.delay)]) as sink:
         if ns.breakdown:
-            middle = ServerProcess("middle", [__file__, "_traced_middle", "--sink", sink.ior, *middle_args])
+            middle = ServerProcess("middle", ["-m", "benchmarks.mem_pending", "_traced_middle", "--sink", sink.ior, *middle_args])
         else:
             middle = ServerProcess("middle", ["-m", "pyorb.servers.middle", "--sink", sink.ior, *middle_args])
         with middle:
@@ -330,7 +330,7 @@ def bare_point(n: int) -> float:
     from pyorb.loadtest.processes import ServerProcess
     from pyorb.servers.runner import run
 
-    with ServerProcess("bare", [__file__, "_bare_server"]) as bare:
+    with ServerProcess("bare", ["-m", "benchmarks.mem_pending", "_bare_server"]) as bare:
         assert bare.proc is not None
         port, pid = int(bare.ior.split()[1]), bare.proc.pid
         box: list[tuple[int, int]] = []

@@ -23,11 +23,11 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Sequence
-from common import positive, Tally, Window  # loadtests/common.py (scripts run from this folder)
+from benchmarks.common import positive, Tally, Window
+from pyorb.idl import BENCH_IDL
 
-IDL = Path(__file__).resolve().parents[1] / "idl" / "bench.idl"
+IDL = BENCH_IDL
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-import omni_echo_client as echo_client  # loadtests/ (scripts run from this folder)
+from benchmarks import omni_echo_client as echo_client
 
 
 class SinkAsEcho:

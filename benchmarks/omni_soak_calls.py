@@ -1,4 +1,4 @@
-"""omniORBpy side of loadtests/fault_soak.py: run by ``python -m pyorb.testing.omnipeer call``.
+"""omniORBpy side of benchmarks/fault_soak.py: run by ``python -m pyorb.testing.omnipeer call``.
 
 ``closed_loop(orb, sink, seconds, timeout_ms)`` calls ``sink.work(token)``
 with a new token each time for ``seconds`` seconds, each call bounded by

@@ -21,16 +21,14 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
-from common import positive, Tally, Window  # loadtests/common.py (scripts run from this folder)
+from benchmarks.common import positive, Tally, Window
 
-ROOT = Path(__file__).resolve().parents[1]
-IDL = ROOT / "idl" / "bench.idl"
 # Benchmark this checkout's pyorb, whatever the working directory.
-sys.path.insert(0, str(ROOT))
 
 import pyorb
 import pyorb.tls
-from omniORB import CORBA  # noqa: E402  (needs the path set above)
+from pyorb.idl import bench_idl
+from omniORB import CORBA
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -98,7 +96,7 @@ async def run_load(ns: argparse.Namespace, echo: Any) -> dict[str, Any]:
 
 async def run(ns: argparse.Namespace) -> int:
     """Connect with one call, run the load, print the JSON line."""
-    idl = pyorb.load_idl(IDL)
+    idl = bench_idl()
     tls = pyorb.tls.client_context(ns.tls_ca) if ns.tls_ca else None
     async with pyorb.Client(tls=tls) as client:
         echo = client.resolve(ns.ior, idl.Bench.Echo)

@@ -10,7 +10,7 @@ it reports calls, lost (errors) and mismatched replies, and RSS growth after
 the warm-up; ``--markdown`` writes the report.  Loopback only; stops by itself
 after ``--duration`` seconds.
 
-    python loadtests/soak.py --duration 600 --clients 200 --delay 0.005 --markdown docs/reliability-run.md
+    python -m benchmarks.soak --duration 600 --clients 200 --delay 0.005 --markdown docs/reliability-run.md
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for t in tables:
             t.box = box.MARKDOWN
             md.print(t)
-        cmd = "python " + " ".join(["loadtests/soak.py", *(argv if argv is not None else sys.argv[1:])])
+        cmd = "python " + " ".join(["benchmarks/soak.py", *(argv if argv is not None else sys.argv[1:])])
         ns.markdown.write_text(f"Command: `{cmd}`\n\nMachine: {platform.machine()}, {psutil.cpu_count()} CPUs, "
                                f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
                                + md.export_text() + "\n")

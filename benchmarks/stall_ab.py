@@ -12,7 +12,7 @@ calls that failed (the callers caught on the stalled replica), and the
 throughput in the second from 0.5 s after the stall as a fraction of the
 second before it.
 
-    python loadtests/stall_ab.py --repeats 3
+    python -m benchmarks.stall_ab --repeats 3
 """
 
 from __future__ import annotations

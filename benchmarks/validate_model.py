@@ -64,9 +64,8 @@ from pathlib import Path
 from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from pyorb.model import Calibration, Host, Workload, predict  # noqa: E402
+from pyorb.model import Calibration, Host, Workload, predict
 
 FIGURES = ROOT / "docs" / "figures"
 FRESH = FIGURES / "validation"
@@ -358,9 +357,9 @@ def calibration(ns: argparse.Namespace) -> Calibration:
     if ns.calibrate:
         path = Path(tempfile.mkdtemp()) / "calibration.json"
         # Bounded: echo only, 1 and 64 clients, one 1 s window per strategy, loopback.
-        subprocess.run([sys.executable, str(ROOT / "loadtests" / "bench_strategies.py"), "--workloads", "echo",
+        subprocess.run([sys.executable, "-m", "benchmarks.bench_strategies", "--workloads", "echo",
                         "--clients", "1", "64", "--repeats", "1", "--seconds", "1", "--warmup", "0.3",
-                        "--json", str(path)], cwd=ROOT / "loadtests", check=True, timeout=300,
+                        "--json", str(path)], cwd=ROOT, check=True, timeout=300,
                        stdout=subprocess.DEVNULL)
     if path is None:
         return Calibration()
@@ -391,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(rows)
     for s in skipped:
         print(f"not used: {s}")
-    command = "python loadtests/validate_model.py" + ("" if ns.out == FIGURES else f" --out {ns.out}")
+    command = "python -m benchmarks.validate_model" + ("" if ns.out == FIGURES else f" --out {ns.out}")
     command += " --calibrate" if ns.calibrate else f" --calibration {ns.calibration}" if ns.calibration else ""
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "model-validation.md").write_text(markdown(rows, skipped, command, costs, cal,

@@ -40,11 +40,10 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from pyorb.giop.ior import IOR, GroupComponent, group_ior  # noqa: E402
-from pyorb.testing import netns  # noqa: E402
-from pyorb.testing.kit import ServerProcess  # noqa: E402
+from pyorb.giop.ior import IOR, GroupComponent, group_ior
+from pyorb.testing import netns
+from pyorb.testing.kit import ServerProcess
 
 LOCUSTFILE = ROOT / "loadtests" / "locustfiles" / "sink.py"
 HOSTS = ["middle", "sink1", "sink2", "sink3", "client1", "client2"]

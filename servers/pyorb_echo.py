@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """pyorb echo server of Bench::Echo, on uvloop.
 
-The pyorb side of the echo benchmarks (loadtests/bench_echo.py): Echo.ping
+The pyorb side of the echo benchmarks (benchmarks/bench_echo.py): Echo.ping
 returns the stamp it is given, written in one of pyorb's three servant
 styles (--servant sync|coroutine|amh).
 

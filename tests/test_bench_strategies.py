@@ -1,4 +1,4 @@
-"""loadtests/bench_strategies.py runs end to end in --quick mode (a smoke run, not a timing)."""
+"""benchmarks/bench_strategies.py runs end to end in --quick mode (a smoke run, not a timing)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ MODEL_ROWS = ("reactive", "thread_pool(8)", "thread_per_connection", "thread_per
 
 def test_quick_run_reports_every_model(tmp_path: Path) -> None:
     markdown = tmp_path / "strategies.md"
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "bench_strategies.py"), "--quick",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_strategies", "--quick",
                            "--markdown", str(markdown)],
                           cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

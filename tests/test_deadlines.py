@@ -20,7 +20,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.client.deadlines import RESOLUTION
-from loadtests.deadline_chain import MARGIN, run_chain
+from benchmarks.deadline_chain import MARGIN, run_chain
 from pyorb.giop import NEED_DATA, GIOPConnection, ProtocolError, Request, Role
 from pyorb.giop.messages import SC_INVOCATION_POLICIES, ServiceContext
 from pyorb.giop.policies import (

@@ -1,4 +1,4 @@
-"""loadtests/fault_soak.py, one minute: members killed, stalled, cut off and
+"""benchmarks/fault_soak.py, one minute: members killed, stalled, cut off and
 leaving under closed-loop load from pyorb and omniORBpy clients on another host.
 
 Needs root for its network namespaces: CI runs as root, so there it never skips.
@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_short_fault_soak_loses_no_call(tmp_path: Path) -> None:
     netns.require()
     out = tmp_path / "soak.json"
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "fault_soak.py"), "--minutes", "1", "--period",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.fault_soak", "--minutes", "1", "--period",
                            "10", "--fault-seconds", "4", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads(out.read_text())
     faults = [action for _, action, _ in results["events"] if action.startswith("fault")]

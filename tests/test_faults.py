@@ -257,9 +257,9 @@ def test_the_stall_ab_benchmark_prints_its_table() -> None:
     import subprocess
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "loadtests" / "stall_ab.py"
-    done = subprocess.run([sys.executable, str(script), "--repeats", "1", "--callers", "12", "--stall-at", "1"],
-                          capture_output=True, text=True, timeout=300)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "benchmarks.stall_ab", "--repeats", "1", "--callers", "12", "--stall-at", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| on ", "| off "))]
     assert [row.split("|")[1:3] for row in rows] == [[" off ", " no "], [" off ", " yes "], [" on ", " no "],

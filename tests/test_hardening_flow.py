@@ -1,6 +1,6 @@
 """Flow attacks that are well-formed GIOP (issue #12 items 3-7), against a real server process.
 
-Each test starts loadtests/attack_server.py (Hardening::Target under one
+Each test starts tests/attacks/attack_server.py (Hardening::Target under one
 strategy and Config), attacks it from raw sockets and checks what a
 well-behaved client on another connection got, what the attacker got, and
 that the server lives and stops cleanly.  Before the fixes: the unread
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 import pytest
 
-from loadtests import flow_attacks as fa
+from tests.attacks import flow_attacks as fa
 from pyorb.testing.kit import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ TRANSIENT = b"IDL:omg.org/CORBA/TRANSIENT:1.0"
 
 def serve(model: str = "reactive", *settings: str, nofile: int | None = None,
           threads_fit: int | None = None) -> ServerProcess:
-    argv = [sys.executable, str(ROOT / "loadtests/attack_server.py"), "--model", model]
+    argv = [sys.executable, "-m", "tests.attacks.attack_server", "--model", model]
     if threads_fit:
         argv += ["--threads-fit", str(threads_fit)]
     for item in settings:

@@ -38,7 +38,7 @@ from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_conte
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_1, GIOP_1_2, Reply, Request, Version
 from pyorb.testing.kit import ServerProcess
 
-from loadtests import hostile_values as hostile
+from tests.attacks import hostile_values as hostile
 
 ROOT = Path(__file__).resolve().parents[1]
 IDL = ROOT / "idl" / "hardening.idl"

@@ -1,4 +1,4 @@
-"""loadtests/instructions.py as a smoke run (issue #15): it counts, it is not a timed test."""
+"""benchmarks/instructions.py as a smoke run (issue #15): it counts, it is not a timed test."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def test_instruction_counts_per_round_trip() -> None:
         if os.environ.get("CI"):
             pytest.fail("CI installs valgrind (see .ci/run)")
         pytest.skip("valgrind is not installed")
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "instructions.py"), "--calls", "100", "300",
-                           "--in-flight", "20", "--pure"], capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.instructions", "--calls", "100", "300",
+                           "--in-flight", "20", "--pure"], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {k: int(v.replace(",", "")) for k, v in re.findall(r"(bare|pyorb \([^)]*\))\s*│\s*([\d,]+)", done.stdout)}
     # Sanity, not a target: a round trip costs thousands of instructions, and the ORB more than the bare loop;

@@ -12,9 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def start(script: str, *args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / script), *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start(module: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
 
@@ -25,16 +25,16 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 @pytest.mark.parametrize(("server", "client", "load"), [
-    ("servers/pyorb_echo.py", "loadtests/pyorb_echo_client.py", ["--concurrency", "16"]),
-    ("servers/pyorb_echo.py", "loadtests/omni_echo_client.py", ["--threads", "4"]),
-    ("servers/omni_echo.py", "loadtests/pyorb_echo_client.py", ["--concurrency", "16"]),
+    ("pyorb.servers.echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
+    ("pyorb.servers.echo", "benchmarks.omni_echo_client", ["--threads", "4"]),
+    ("pyorb.servers.omni_echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
 ])
 def test_load_generator_against_server(server: str, client: str, load: list[str]) -> None:
     proc, ior = start(server)
     try:
         assert ior.startswith("IOR:")
-        done = subprocess.run([sys.executable, str(ROOT / client), ior, *load, "--seconds", "1", "--warmup", "0.2"],
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run([sys.executable, "-m", client, ior, *load, "--seconds", "1", "--warmup", "0.2"],
+                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result["errors"] == 0 and result["calls"] > 100, result
@@ -44,12 +44,12 @@ def test_load_generator_against_server(server: str, client: str, load: list[str]
 
 @pytest.mark.parametrize("mode", [[], ["--handoff", "--threads", "2"]])
 def test_bare_floor_server_answers_the_omniorb_client_and_stops_at_stdin_eof(mode: list[str]) -> None:
-    proc, ior = start("loadtests/bare_echo_server.py", *mode)
+    proc, ior = start("benchmarks.bare_echo_server", *mode)
     try:
         assert ior.startswith("IOR:")
-        done = subprocess.run([sys.executable, str(ROOT / "loadtests/omni_echo_client.py"), ior, "--threads", "4",
+        done = subprocess.run([sys.executable, "-m", "benchmarks.omni_echo_client", ior, "--threads", "4",
                                "--seconds", "1", "--warmup", "0.2"],
-                              capture_output=True, text=True, timeout=60, check=False)
+                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result["errors"] == 0 and result["calls"] > 100, result
@@ -61,29 +61,29 @@ def test_bare_floor_server_answers_the_omniorb_client_and_stops_at_stdin_eof(mod
 
 
 def test_marshal_benchmark_prints_its_table() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests/bench_marshal.py"), "--number", "200", "--repeats", "2"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_marshal", "--number", "200", "--repeats", "2"],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "ping (unsigned long long)" in done.stdout and "unpack" in done.stdout
     assert f"pyorb from {ROOT / 'pyorb'}" in done.stdout.replace("\n", "")
 
 
 def test_alternating_ab_prints_both_sides() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests/ab_echo.py"), "--against", str(ROOT), "--rounds", "1",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.ab_echo", "--against", str(ROOT), "--rounds", "1",
                            "--seconds", "0.5", "--concurrency", "8"],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "median this / against:" in done.stdout and done.stdout.count(str(ROOT)) >= 2
 
 
 @pytest.mark.parametrize("shape", [["--connections", "8"], ["--connections", "1", "--in-flight", "8"]])
 def test_bare_sink_client_times_real_calls_of_a_pyorb_sink(shape: list[str]) -> None:
-    proc, ior = start("servers/sink.py", "--model", "amh", "--delay", "0.01")
+    proc, ior = start("pyorb.servers.sink", "--model", "amh", "--delay", "0.01")
     try:
         assert ior.startswith("IOR:")
-        done = subprocess.run([sys.executable, str(ROOT / "loadtests/bare_sink_client.py"), ior, *shape,
+        done = subprocess.run([sys.executable, "-m", "benchmarks.bare_sink_client", ior, *shape,
                                "--warmup", "0.2", "--duration", "0.5"],
-                              capture_output=True, text=True, timeout=60, check=False)
+                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout.strip().splitlines()[-1])
         # 8 calls in flight, each held 10 ms by the sink: about 800 calls/s, and none faster than the delay.
@@ -94,8 +94,8 @@ def test_bare_sink_client_times_real_calls_of_a_pyorb_sink(shape: list[str]) -> 
 
 
 def test_bare_middle_tier_forwards_each_call_to_the_bare_sink_and_back() -> None:
-    sink, sink_ior = start("loadtests/bare_middle.py", "sink", "--delay", "0.01")
-    middle, ior = start("loadtests/bare_middle.py", "middle", "--sink", sink_ior)
+    sink, sink_ior = start("benchmarks.bare_middle", "sink", "--delay", "0.01")
+    middle, ior = start("benchmarks.bare_middle", "middle", "--sink", sink_ior)
     try:
         assert sink_ior.startswith("IOR:") and ior.startswith("IOR:")
         # pyorb's generator checks that each reply carries its own call's token back.
@@ -116,9 +116,9 @@ def test_bare_middle_tier_forwards_each_call_to_the_bare_sink_and_back() -> None
 
 
 def test_middle_floor_benchmark_prints_every_chain() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests/bench_middle_floor.py"), "--quick", "--clients", "8",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_middle_floor", "--quick", "--clients", "8",
                            "--delay", "0.01", "--chains", "bare/none/bare", "bare/bare/bare", "pyorb/pyorb/pyorb"],
-                          capture_output=True, text=True, timeout=180, check=False, cwd=ROOT / "loadtests")
+                          capture_output=True, text=True, timeout=180, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "All runs clean." in done.stdout, done.stdout + done.stderr
     for label in ("bare → bare ", "bare → bare → bare", "pyorb → pyorb → pyorb"):
@@ -128,9 +128,9 @@ def test_middle_floor_benchmark_prints_every_chain() -> None:
 @pytest.mark.interop
 def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
     out = tmp_path / "overload.json"
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests/bench_overload.py"), "--quick", "--repeats", "1",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_overload", "--quick", "--repeats", "1",
                            "--models", "thread_pool(2)", "omniORBpy thread/conn", "--json", str(out)],
-                          cwd=ROOT / "loadtests", capture_output=True, text=True, timeout=180, check=False)
+                          cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "thread_pool(2): capacity" in done.stdout and "omniORBpy thread/conn: capacity" in done.stdout
     servers = json.loads(out.read_text(encoding="utf-8"))
@@ -142,10 +142,10 @@ def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
 
 
 def test_bench_locator_runs_both_models_and_prints_the_ratio() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "bench_locator.py"), "--ids", "1000",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_locator", "--ids", "1000",
                            "--seconds", "0.5", "--warmup", "0.1", "--repeats", "1", "--clients", "2",
                            "--concurrency", "4", "--json"],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "locator / single throughput:" in done.stdout
     runs = json.loads(done.stdout.strip().splitlines()[-1])["runs"]

@@ -1,4 +1,4 @@
-"""loadtests/mem_pending.py works: one-line option errors and a tiny real run (no memory thresholds)."""
+"""benchmarks/mem_pending.py works: one-line option errors and a tiny real run (no memory thresholds)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "loadtests" / "mem_pending.py"
+MODULE = "benchmarks.mem_pending"
 
 
 def run(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, "-m", MODULE, *args], capture_output=True, text=True, timeout=timeout,
                           check=False, cwd=ROOT)
 
 

@@ -98,9 +98,9 @@ def test_the_multihost_experiment_runs(network: netns.Network, tmp_path: Path) -
     import csv
     import subprocess
 
-    done = subprocess.run([sys.executable, str(ROOT / "loadtests" / "multihost.py"), "--out", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "loadtests.multihost", "--out", str(tmp_path),
                            "--seconds", "6", "--repeats", "1", "--failover-seconds", "12", "--kill-at", "6",
-                           "--skip-big", "--users", "12"], capture_output=True, text=True, timeout=600)
+                           "--skip-big", "--users", "12"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     with (tmp_path / "summary.csv").open() as f:
         rows = {row["run"]: row for row in csv.DictReader(f)}

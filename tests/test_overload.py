@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests import flow_attacks as fa
+from tests.attacks import flow_attacks as fa
 from pyorb.loadtest.openloop import Outcomes, capacity, offer
 from pyorb.server.admission import SHED_MINOR, AdmissionPolicy, CoDel
 from pyorb.testing.kit import ServerProcess
@@ -84,7 +84,7 @@ def system_exception(body: bytes) -> tuple[str, int, int] | None:
 
 
 def test_a_flood_waiting_for_threads_cannot_starve_another_connection_and_the_wait_is_bounded() -> None:
-    server = ServerProcess([sys.executable, str(ROOT / "loadtests/attack_server.py"),
+    server = ServerProcess([sys.executable, "-m", "tests.attacks.attack_server",
                             "--model", "thread_per_request(4)", "--set", "queue_limit=3.0"])
     try:
         attacker = socket.create_connection(("127.0.0.1", server.port), timeout=30)

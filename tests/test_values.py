@@ -15,7 +15,7 @@ import pyorb
 from pyorb.marshal.body import BodyCodec
 from pyorb.marshal.orb import cdr_marshal, ensure_orb
 
-from loadtests import hostile_values as hostile
+from tests.attacks import hostile_values as hostile
 
 ROOT = Path(__file__).resolve().parents[1]
 Values = pyorb.load_idl(ROOT / "idl" / "values.idl").Values

@@ -53,16 +53,11 @@ Options: ``--sink-delay SECONDS`` (default 0.04), ``--requests-per-user N``
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[1]), str(HERE)]  # this checkout's pyorb, and _sink_experiment
+from locust import events
 
-from locust import events  # noqa: E402
-
-from _sink_experiment import SinkUser, add_requests_option, add_sink_delay_option, install_report  # noqa: E402
+from pyorb.loadtest.locustfiles.sink_experiment import SinkUser, add_requests_option, add_sink_delay_option, install_report
 
 PAPER_DELAY_S = 0.04
 

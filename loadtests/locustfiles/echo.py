@@ -14,22 +14,19 @@ Environment variables (all optional):
 """
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # this checkout's pyorb, wherever locust runs from
 
-from locust import task  # noqa: E402
+from locust import task
 
-from pyorb.locust import CorbaUser, config_from_env  # noqa: E402
+from pyorb.idl import BENCH_IDL
+from pyorb.locust import CorbaUser, config_from_env
 
 
 class EchoUser(CorbaUser):
     """Pings the Echo object as fast as it answers."""
 
-    idl = ROOT / "idl" / "bench.idl"
+    idl = BENCH_IDL
     interface = "Bench::Echo"
     config = config_from_env()
 

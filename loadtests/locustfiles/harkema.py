@@ -41,16 +41,11 @@ count is ``-u`` x 200 once every client is done).  Option:
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[1]), str(HERE)]  # this checkout's pyorb, and _sink_experiment
+from locust import events
 
-from locust import events  # noqa: E402
-
-from _sink_experiment import SinkUser, add_requests_option, install_report  # noqa: E402
+from pyorb.loadtest.locustfiles.sink_experiment import SinkUser, add_requests_option, install_report
 
 REQUESTS_PER_CLIENT = 200  # Harkema et al.: each client makes 200 requests
 

@@ -49,16 +49,11 @@ N`` (default 0: no limit, ``--run-time`` ends the run).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[1]), str(HERE)]  # this checkout's pyorb, and _sink_experiment
+from locust import events
 
-from locust import events  # noqa: E402
-
-from _sink_experiment import SinkUser, add_requests_option, add_sink_delay_option, install_report  # noqa: E402
+from pyorb.loadtest.locustfiles.sink_experiment import SinkUser, add_requests_option, add_sink_delay_option, install_report
 
 @events.init_command_line_parser.add_listener  # type: ignore[untyped-decorator]
 def _options(parser: Any) -> None:

@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import itertools
 import random
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # this checkout's pyorb, wherever locust runs from
 
-from locust import task  # noqa: E402
+from locust import task
 
-from pyorb.locust import CorbaUser, config_from_env  # noqa: E402
+from pyorb.idl import BENCH_IDL
+from pyorb.locust import CorbaUser, config_from_env
 
 
 class SinkUser(CorbaUser):
     """Gives the Sink work and checks it hands back the same token."""
 
-    idl = ROOT / "idl" / "bench.idl"
+    idl = BENCH_IDL
     interface = "Bench::Sink"
     config = config_from_env()
 

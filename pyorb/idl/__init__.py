@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pyorb.idl.compiler import (
     IDLError,
+    BENCH_IDL,
     bench_idl,
     compile_idl,
     import_generated,
@@ -20,4 +21,4 @@ from pyorb.idl.compiler import (
     run_omniidl,
 )
 
-__all__ = ["IDLError", "bench_idl", "compile_idl", "import_generated", "load_idl", "omniidl_command", "run_omniidl"]
+__all__ = ["BENCH_IDL", "IDLError", "bench_idl", "compile_idl", "import_generated", "load_idl", "omniidl_command", "run_omniidl"]

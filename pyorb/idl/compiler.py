@@ -61,9 +61,13 @@ def load_idl(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathL
     return loaded
 
 
+BENCH_IDL = Path(__file__).resolve().parents[1] / "data" / "bench.idl"
+"""The benchmark interfaces' IDL file inside the package, for what compiles it itself (omniORBpy processes)."""
+
+
 def bench_idl() -> SimpleNamespace:
-    """The benchmark interfaces shipped with pyorb (``Bench::Echo``, ``Bench::Sink``)."""
-    return load_idl(Path(__file__).resolve().parents[1] / "data" / "bench.idl")
+    """The benchmark interfaces shipped with pyorb (``Bench::Echo``, ``Bench::Sink``), loaded."""
+    return load_idl(BENCH_IDL)
 
 
 def compile_idl(

@@ -1,8 +1,9 @@
 """Locust, headless, in a subprocess; its CSV statistics read back.
 
 Locust must never be imported here (it monkey-patches the process with
-gevent): the driver runs ``locust -f loadtests/locustfiles/sink_sweep.py
---headless --csv ... --csv-full-history`` and reads
+gevent): the driver runs ``python -m locust -f .../sink_sweep.py --headless
+--csv ... --csv-full-history`` (the locustfile ships in this package, in
+:mod:`pyorb.loadtest.locustfiles`) and reads
 ``*_stats_history.csv`` (one row a second with the running request count:
 throughput over the steady window) and ``*_stats.csv`` (percentiles of the
 whole run, Locust's only form).
@@ -11,26 +12,34 @@ whole run, Locust's only form).
 from __future__ import annotations
 
 import csv
+import importlib.util
 import math
 import os
-import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
-import pyorb
+LOCUSTFILE_MODULE = "pyorb.loadtest.locustfiles.sink_sweep"
 
-LOCUSTFILE = Path(pyorb.__file__).resolve().parents[1] / "loadtests" / "locustfiles" / "sink_sweep.py"
+
+def locustfile() -> Path:
+    """The sweep's locustfile: a module of this package, found without importing it (it needs gevent)."""
+    spec = importlib.util.find_spec(LOCUSTFILE_MODULE)
+    if spec is None or spec.origin is None:
+        raise ImportError(f"{LOCUSTFILE_MODULE} is missing from this installation of pyorb")
+    return Path(spec.origin)
 
 
 def available() -> bool:
-    """Whether Locust and the sweep's locustfile are here (a source checkout)."""
-    return LOCUSTFILE.exists() and shutil.which("locust") is not None
+    """Whether Locust is installed (the loadtest extra) for this interpreter."""
+    return importlib.util.find_spec("locust") is not None
 
 
 def command(users: int, run_time_s: int, csv_prefix: Path) -> list[str]:
-    locust = shutil.which("locust") or "locust"
+    # Locust run by this interpreter, not found on PATH: a service's PATH
+    # often lacks its virtualenv's bin/.
     spawn = max(1, min(users, 500))
-    return [locust, "-f", str(LOCUSTFILE), "--headless", "-u", str(users), "-r", str(spawn),
+    return [sys.executable, "-m", "locust", "-f", str(locustfile()), "--headless", "-u", str(users), "-r", str(spawn),
             "-t", f"{run_time_s}s", "--csv", str(csv_prefix), "--csv-full-history", "--only-summary",
             "--stop-timeout", "5", "--loglevel", "WARNING", "--exit-code-on-error", "0"]
 

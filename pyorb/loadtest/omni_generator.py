@@ -18,13 +18,13 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
+from pyorb.idl.compiler import BENCH_IDL
 from pyorb.loadtest.generator import Tally, sequential_calls
 from pyorb.loadtest.stats import emit, result
 
-IDL = Path(__file__).resolve().parents[1] / "data" / "bench.idl"
+IDL = BENCH_IDL
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

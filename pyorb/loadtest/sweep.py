@@ -129,7 +129,7 @@ def choose_generator(point: Point, settings: Settings) -> str:
         return "asyncio"
     if settings.generator == "locust":
         if not locustrun.available():
-            raise ValueError("Locust or loadtests/locustfiles/sink_sweep.py is not available here")
+            raise ValueError("--generator locust needs Locust (the loadtest extra): pip install 'pyorb-asyncio[loadtest]'")
         return "locust"
     rate = point.clients / max(point.delay + point.cpu, 1e-3)
     fits = point.clients <= LOCUST_MAX_USERS and rate <= LOCUST_MAX_RATE

@@ -116,7 +116,7 @@ class Calibration:
     """pyorb's own costs on one machine.
 
     The defaults were measured on the 2-core machine of the benchmarks
-    (``loadtests/bench_strategies.py``, omniORBpy clients, each on its own
+    (``benchmarks/bench_strategies.py``, omniORBpy clients, each on its own
     connection, docs/benchmarks.md "run 4", 2026-11-23): ``overhead`` is the
     server's CPU per echo call at 64 clients, where the loop is busy and
     hand-offs batch; ``handoff`` is the extra latency per call at 1 client
@@ -152,7 +152,7 @@ class Calibration:
 
     @classmethod
     def from_benchmark(cls, runs: Iterable[Mapping[str, Any]], cores: int | None = None) -> Calibration:
-        """The calibration a run of ``loadtests/bench_strategies.py --workloads echo --json FILE`` measured.
+        """The calibration a run of ``benchmarks/bench_strategies.py --workloads echo --json FILE`` measured.
 
         ``runs`` are the file's ``"runs"``: per run a ``config`` (model, workload,
         clients), a ``result`` (``server_us``, ``latency_us``) and ``clean``.

@@ -21,14 +21,14 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 from pyorb.giop.ior import IOR, to_corbaloc
+from pyorb.idl.compiler import BENCH_IDL
 from pyorb.servers import runner
 from pyorb.servers.workload import Demand, spin
 
-IDL = Path(__file__).resolve().parents[1] / "data" / "bench.idl"
+IDL = BENCH_IDL
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Flow attacks against a real server, with a quiet client watching (issue #12 items 3-7).
 
-For each attack and strategy it starts a fresh loadtests/attack_server.py
+For each attack and strategy it starts a fresh tests/attacks/attack_server.py
 process, pings it every 50 ms from a quiet client on its own connection,
 runs the attack from other connections, and reports what the attack got,
 the server's peak RSS, the quiet client's p50/p99 latency and lost pings,
@@ -9,8 +9,8 @@ and the server's exit status after a clean stop.  ``--tree DIR`` runs the
 server from another checkout (the code before a fix); the attacks stay the
 same.  Each point runs ``--runs`` times; the table gives the spread.
 
-    python loadtests/attack_flow.py --runs 2
-    python loadtests/attack_flow.py --runs 2 --tree /tmp/pyorb-before --only flood,unread
+    python -m tests.attacks.attack_flow --runs 2
+    python -m tests.attacks.attack_flow --runs 2 --tree /tmp/pyorb-before --only flood,unread
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-from loadtests import flow_attacks as fa  # noqa: E402
-from loadtests.common import range_text as _spread  # noqa: E402
+from tests.attacks import flow_attacks as fa
+from benchmarks.common import range_text as _spread
 
 # name -> (strategies, server settings, extra server argv, attack(port) -> outcome text)
 Attack = tuple[list[str], list[str], list[str], Callable[[int], str]]
@@ -80,7 +79,8 @@ ATTACKS: dict[str, Attack] = {
 
 def one_run(tree: Path, model: str, settings: list[str], extra: list[str],
             attack: Callable[[int], str]) -> dict[str, Any]:
-    argv = [sys.executable, str(ROOT / "loadtests/attack_server.py"), "--model", model, *extra]
+    # By its path, with the tree first on PYTHONPATH: that tree's pyorb serves, whatever this checkout holds.
+    argv = [sys.executable, str(ROOT / "tests/attacks/attack_server.py"), "--model", model, *extra]
     for item in settings:
         argv += ["--set", item]
     proc = subprocess.Popen(argv, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, stdin=subprocess.PIPE,

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The server the attack scripts start: idl/hardening.idl's Target under one strategy and Config.
 
-    python loadtests/attack_server.py --model "thread_pool(8)" --set read_timeout=3 --nofile 256
+    python -m tests.attacks.attack_server --model "thread_pool(8)" --set read_timeout=3 --nofile 256
 
 It prints the object's IOR and corbaloc URL, serves until stdin closes or
 SIGTERM, and exits 0 after a clean close.  It uses only ``pyorb.Server`` and ``pyorb.Config`` so that it runs
-from any checkout (``PYTHONPATH=<tree>``): the figures before a fix use the
+from any checkout (run by its path with ``PYTHONPATH=<tree>``): the figures before a fix use the
 same server code path as those after it.  ``--set`` names a Config field;
 one that the checkout does not have is ignored with a note on stderr (older
 code has fewer limits).
@@ -23,7 +23,7 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(settings: list[str]) -> object:
@@ -44,8 +44,7 @@ async def _serve(args: argparse.Namespace) -> int:
     import pyorb
 
     pyorb.load_idl(ROOT / "idl/hardening.idl")
-    sys.path.insert(0, str(ROOT / "tests/peers"))
-    from hardening_servant import Target
+    from tests.peers.hardening_servant import Target
 
     server = pyorb.Server(strategy=args.model, config=_config(args.set))
     await server.start()

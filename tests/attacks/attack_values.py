@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hostile values against a real server, with a quiet client watching (issue #12 items 1, 2).
 
-For each attack of loadtests/hostile_values.py and each strategy it starts a
+For each attack of tests/attacks/hostile_values.py and each strategy it starts a
 fresh ``pyorb serve`` process of idl/hardening.idl, starts a quiet client that
 pings every 50 ms on its own connection, sends the attack once on another
 connection, and reports: what the attacker got back, the server's peak RSS
@@ -11,8 +11,8 @@ the quiet calls lost.  Each point runs ``--runs`` times; the table gives the
 spread.  ``--tree DIR`` runs the server from another checkout (the code
 before a fix) while the attacks stay the same.
 
-    python loadtests/attack_values.py --runs 3
-    python loadtests/attack_values.py --runs 3 --tree /tmp/pyorb-before
+    python -m tests.attacks.attack_values --runs 3
+    python -m tests.attacks.attack_values --runs 3 --tree /tmp/pyorb-before
 """
 
 from __future__ import annotations
@@ -34,11 +34,10 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-from loadtests import hostile_values as hostile  # noqa: E402
-from loadtests.common import range_text as _spread  # noqa: E402
+from tests.attacks import hostile_values as hostile
+from benchmarks.common import range_text as _spread
 
 QUIET_PERIOD = 0.05
 WINDOW = 3.0  # seconds watched after the attack is sent

@@ -2,7 +2,7 @@
 
 Each attack talks raw GIOP to Hardening::Target (idl/hardening.idl, object
 key ``Target``) on loopback and is bounded in count and time.  Shared by
-tests/test_hardening_flow.py and loadtests/attack_flow.py; the quiet client
+tests/test_hardening_flow.py and tests/attacks/attack_flow.py; the quiet client
 and the memory sampler that watch an attack are here too.
 """
 

@@ -10,7 +10,7 @@ message).  :func:`request` and :func:`reply` wrap a body in raw GIOP the
 way an attacker sends it: any version, either byte order, in GIOP 1.1 or
 1.2 fragments, with or without a CodeSets context.  Shared by
 tests/test_hardening_values.py, tests/test_network_fuzz.py and
-loadtests/attack_values.py.
+tests/attacks/attack_values.py.
 """
 
 from __future__ import annotations

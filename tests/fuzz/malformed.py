@@ -31,7 +31,7 @@ from pyorb.giop import (
 from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8
 from tests.giop.conftest import split_into_fragments
 
-from loadtests import hostile_values as hostile
+from tests.attacks import hostile_values as hostile
 
 Mutation = tuple[str, int, int]
 MUTATION_KINDS = ("flip", "truncate", "insert", "delete", "set")

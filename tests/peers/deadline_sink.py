@@ -35,7 +35,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def make_servant(ns: argparse.Namespace) -> Any:
     lock = threading.Lock()
-    # loadtests/deadline_chain.py --tree runs this against checkouts that predate pyorb.current.
+    # benchmarks/deadline_chain.py --tree runs this against checkouts that predate pyorb.current.
     current = getattr(pyorb, "current", lambda: None)
 
     class Sink(bench_idl().Bench__POA.Sink):  # type: ignore[misc,name-defined]

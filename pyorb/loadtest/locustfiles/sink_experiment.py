@@ -1,9 +1,9 @@
 """What the papers' locustfiles share: a closed-loop ``Bench::Sink`` user,
 their Locust options and the summary they print when Locust quits.
 
-Not a locustfile (Locust skips files whose names start with ``_`` when
-given a directory): client_scalability.py, latency_scalability.py,
-harkema.py, ami_smi.py and sink_sweep.py import it.
+Not a locustfile: the papers' locustfiles in the repository's
+loadtests/locustfiles/ (client_scalability.py, latency_scalability.py,
+harkema.py, ami_smi.py) and pyorb's own sink_sweep.py import it.
 
 - :class:`SinkUser`: each user is one client of the papers' experiments,
   with its own connection, calling ``work(token)`` back to back (no think
@@ -28,7 +28,6 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MethodType
 from typing import Any, Callable, ClassVar
 
@@ -46,10 +45,10 @@ from locust.runners import (
     WorkerRunner,
 )
 
+from pyorb.idl import BENCH_IDL
 from pyorb.loadtest.stats import latency_summary
 from pyorb.locust import CorbaUser, config_from_env
 
-ROOT = Path(__file__).resolve().parents[2]
 log = logging.getLogger("pyorb.experiment")
 
 MAX_RECORDED = 1_000_000
@@ -65,7 +64,7 @@ class SinkUser(CorbaUser):
     """One closed-loop client of a ``Bench::Sink`` (the sink or a middle tier)."""
 
     abstract = True
-    idl = ROOT / "idl" / "bench.idl"
+    idl = BENCH_IDL
     interface = "Bench::Sink"
     config = config_from_env()
     requests_per_user: ClassVar[int | None] = None

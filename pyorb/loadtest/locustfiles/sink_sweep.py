@@ -3,7 +3,7 @@
 Each Locust user is one client of the papers' experiments: its own
 connection (as a client process would have), calling ``work(token)`` back
 to back with no think time, each call a Locust request named ``work``
-(:class:`_sink_experiment.SinkUser`).
+(:class:`pyorb.loadtest.locustfiles.sink_experiment.SinkUser`).
 
 Set by the driver (``pyorb loadtest ...``) through the environment:
 ``PYORB_SINK_REF`` (IOR or corbaloc URL), ``PYORB_REQUESTS`` (calls per user,
@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _sink_experiment
 
-from _sink_experiment import SinkUser  # noqa: E402
+from pyorb.loadtest.locustfiles.sink_experiment import SinkUser
 
 
 class SinkClient(SinkUser):
