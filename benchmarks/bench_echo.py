@@ -58,9 +58,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 SERVER_CMDS: dict[str, list[str]] = {
     "pyorb": ["-m", "pyorb.servers.echo", "--servant", "sync"],
-    "omni-tpc": ["-m", "pyorb.servers.omni_echo", "--threading", "tpc"],
-    "omni-pool": ["-m", "pyorb.servers.omni_echo",
-                  "--threading", "pool"],
+    "omni-tpc": ["-m", "pyorb.servers.omni", "echo", "--threading", "tpc"],
+    "omni-pool": ["-m", "pyorb.servers.omni", "echo",  # omniORB's default pool size
+                  "--threading", "pool", "--pool-size", "100"],
     # The floors: no ORB at all, on the loop / through a worker thread.
     "bare": ["-m", "benchmarks.bare_echo_server"],
     "bare-handoff": ["-m", "benchmarks.bare_echo_server",

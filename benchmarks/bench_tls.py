@@ -3,8 +3,8 @@
 
 For each stack and load it alternates plain and TLS runs (``--rounds``
 each, the order flipping every round) and prints calls/s (median, min,
-max) and the TLS/plain ratio of the medians.  pyorb: servers/pyorb_echo.py
-and benchmarks/pyorb_echo_client.py (N calls in flight on one connection).
+max) and the TLS/plain ratio of the medians.  pyorb: pyorb.servers.echo
+and benchmarks.pyorb_echo_client (N calls in flight on one connection).
 omniORB: the C++ echo server and client of tests/peers/omnicxx (T threads),
 built here if Debian's omniORB packages are installed, skipped otherwise.
 Certificates are made for the run in a temporary directory.

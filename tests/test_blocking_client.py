@@ -89,18 +89,18 @@ def quoter(served: Served) -> tuple[pyorb.Server, SlowQuoter]:
 
 
 class Peer:
-    """A server script in a subprocess that prints its reference first; stopped by pid."""
+    """A server module (``python -m``) in a subprocess that prints its reference first; stopped by pid."""
 
-    def __init__(self, script: Path, *options: str) -> None:
+    def __init__(self, module: str, *options: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(script), *options],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", module, *options],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )
         assert self.proc.stdout is not None
         self.ref = self.proc.stdout.readline().strip()
         if not self.ref.startswith(("IOR:", "corbaloc:")):
             self.stop()
-            raise RuntimeError(f"{script.name} did not start")
+            raise RuntimeError(f"{module} did not start")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -113,8 +113,8 @@ class Peer:
 
 
 def sink_peer(*options: str) -> Peer:
-    """tests/sink_peer.py: a pyorb Bench::Sink server."""
-    return Peer(ROOT / "tests" / "sink_peer.py", *options)
+    """tests/peers/sink_peer.py: a pyorb Bench::Sink server."""
+    return Peer("tests.peers.sink_peer", *options)
 
 
 def free_port() -> int:

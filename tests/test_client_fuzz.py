@@ -24,7 +24,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
-from servers.pyorb_echo import make_servant
+from pyorb.servers.echo import make_servant
 from pyorb.giop import (
     CloseConnection,
     GIOPConnection,

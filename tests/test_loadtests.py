@@ -27,10 +27,10 @@ def stop(proc: subprocess.Popen[str]) -> None:
 @pytest.mark.parametrize(("server", "client", "load"), [
     ("pyorb.servers.echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
     ("pyorb.servers.echo", "benchmarks.omni_echo_client", ["--threads", "4"]),
-    ("pyorb.servers.omni_echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
+    ("pyorb.servers.omni echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
 ])
 def test_load_generator_against_server(server: str, client: str, load: list[str]) -> None:
-    proc, ior = start(server)
+    proc, ior = start(*server.split())
     try:
         assert ior.startswith("IOR:")
         done = subprocess.run([sys.executable, "-m", client, ior, *load, "--seconds", "1", "--warmup", "0.2"],

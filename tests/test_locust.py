@@ -27,7 +27,7 @@ RUN_TIME = "3s"
 
 @pytest.fixture(scope="module")
 def echo_server() -> Iterator[Peer]:
-    peer = Peer(ROOT / "servers" / "pyorb_echo.py")
+    peer = Peer("pyorb.servers.echo")
     yield peer
     peer.stop()
 

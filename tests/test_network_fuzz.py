@@ -45,7 +45,7 @@ from tests.fuzz.malformed import Case, CaseMaker
 from tests.giop.test_properties import run
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = ROOT / "tests" / "fuzz" / "stats_server.py"
+SERVER = "tests.fuzz.stats_server"
 BENCH = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
 
 SEED = int(os.environ.get("PYORB_NETWORK_FUZZ_SEED", "42026"))
@@ -70,7 +70,7 @@ class StatsServer:
         self.stderr_path = stderr_path
         self._stderr = stderr_path.open("w")  # a file: thousands of warnings would fill a pipe
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--loop", loop, "--servant", servant,
+            [sys.executable, "-m", SERVER, "--loop", loop, "--servant", servant,
              "--max-message-size", str(MAX_MESSAGE_SIZE), "--read-timeout", str(READ_TIMEOUT_S)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, cwd=ROOT,
         )

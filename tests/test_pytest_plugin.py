@@ -101,7 +101,7 @@ def test_a_fresh_suite_gets_the_fixtures_and_leaves_no_process(tmp_path: Path) -
 
 def test_server_process_of_a_program_that_prints_only_its_ior(pyorb_server_process: Any,
                                                               pyorb_sync_client: SyncClient) -> None:
-    echo = pyorb_server_process([sys.executable, str(ROOT / "servers" / "pyorb_echo.py")], lines=1)
+    echo = pyorb_server_process([sys.executable, "-m", "pyorb.servers.echo"], lines=1)
     assert echo.corbaloc == f"corbaloc:iiop:1.2@127.0.0.1:{echo.port}/Echo"  # made from the IOR
     assert pyorb_sync_client.resolve(echo.corbaloc, Bench.Echo).ping(99) == 99
     assert echo.stop() == 0 and not alive(echo.pid)  # it left cleanly on stdin EOF / SIGTERM

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 import pyorb
-from servers.pyorb_echo import make_servant
+from pyorb.servers.echo import make_servant
 from pyorb.giop import GIOPConnection, Message, Role
 from tests.fuzz.malformed import ping_request
 from tests.giop.test_properties import run

@@ -256,11 +256,9 @@ def companions(generated: tuple[Path, list[Path]]) -> Iterator[dict[str, ModuleT
     out, _ = generated
     for idl in IDLS:
         pyorb.load_idl(idl)  # the same classes the rest of the suite uses
-    sys.path.insert(0, str(out))
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(out))
         yield {m: importlib.import_module(sibling_name(m, "_pyorb")) for m in MODULES}
-    finally:
-        sys.path.remove(str(out))
 
 
 def _declared(stub: Path) -> Iterator[tuple[list[str], bool]]:

@@ -1,6 +1,6 @@
 """Locust: Bench::Echo.ping, closed loop, against any echo server.
 
-    python3 servers/pyorb_echo.py            # or servers/omni_echo.py; prints the IOR
+    python3 -m pyorb.servers.echo            # or: python3 -m pyorb.servers.omni echo; prints the IOR
     locust -f loadtests/locustfiles/echo.py --headless -u 10 -r 10 --run-time 30s --host <IOR>
 
 Each task sends the current time as the stamp and counts a reply with any

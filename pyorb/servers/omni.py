@@ -1,7 +1,8 @@
-"""The omniORBpy baselines: the papers' sink and middle tier on omniORB's own POA.
+"""The omniORBpy baselines: the papers' sink and middle tier, and the echo server, on omniORB's own POA.
 
-``python -m pyorb.servers.omni sink --delay 0.04 --threading tpc`` and
-``python -m pyorb.servers.omni middle --sink IOR --threading pool --pool-size 8``.
+``python -m pyorb.servers.omni sink --delay 0.04 --threading tpc``,
+``python -m pyorb.servers.omni middle --sink IOR --threading pool --pool-size 8`` and
+``python -m pyorb.servers.omni echo`` (Bench::Echo, the echo benchmarks' baseline).
 omniORB's two server models: thread per connection (its default) and a
 thread pool (``-ORBthreadPerConnectionPolicy 0 -ORBmaxServerThreadPoolSize N``).
 The middle tier's servant makes a synchronous call to the sink in its upcall
@@ -36,7 +37,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     roles = parser.add_subparsers(dest="role", required=True)
     sink = roles.add_parser("sink", help="the sink (delay and/or CPU demand per call)")
     middle = roles.add_parser("middle", help="the middle tier (forwards each call to a sink)")
-    for sub, key in ((sink, "Sink"), (middle, "Middle")):
+    echo = roles.add_parser("echo", help="Bench::Echo: ping returns its stamp")
+    for sub, key in ((sink, "Sink"), (middle, "Middle"), (echo, "Echo")):
         sub.error = parser.error  # type: ignore[method-assign]
         runner.add_server_options(sub, key)
         sub.add_argument("--threading", choices=("tpc", "pool"), default="tpc",
@@ -63,7 +65,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             ns.demand = Demand(ns.delay, ns.cpu, ns.distribution == "exponential", ns.seed)
         except ValueError as exc:
             parser.error(str(exc))
-    elif ns.sink_connections < 1:
+    elif ns.role == "middle" and ns.sink_connections < 1:
         parser.error(f"--sink-connections must be at least 1, got {ns.sink_connections}")
     return ns
 
@@ -88,6 +90,16 @@ def orb_args(ns: argparse.Namespace) -> list[str]:
 def make_servant(ns: argparse.Namespace, orb: Any) -> Any:
     Bench, Bench__POA = sys.modules["Bench"], sys.modules["Bench__POA"]  # loaded by omniORB.importIDL
 
+    if ns.role == "echo":
+
+        class OmniEcho(Bench__POA.Echo):  # type: ignore[misc,name-defined]
+            def ping(self, stamp: int) -> int:
+                return stamp
+
+            def notify(self, stamp: int) -> None:
+                pass
+
+        return OmniEcho()
     if ns.role == "sink":
         demand: Demand = ns.demand
 

@@ -4,7 +4,7 @@
 Run it (libFuzzer writes what it learns into the *first* directory, so give
 it a scratch one before the committed corpus)::
 
-    python3 tests/fuzz/fuzz_giop.py /tmp/giop-corpus tests/fuzz/corpus -runs=100000
+    python3 -m tests.fuzz.fuzz_giop /tmp/giop-corpus tests/fuzz/corpus -runs=100000   # from the repository root
 
 Every input goes through every parser of untrusted data:
 
@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 from typing import cast
 
 import atheris
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for tests.fuzz
 
 with atheris.instrument_imports(include=["pyorb.giop"]):
     from pyorb.giop import (

@@ -5,9 +5,9 @@ One valid message of every type the core decodes, in GIOP 1.0, 1.1 and 1.2
 and both byte orders; GIOP 1.2 requests addressed by profile and by
 reference; fragment trains of GIOP 1.1 and 1.2 (one file holds a
 whole train); and object references: an IOR encapsulation, its ``IOR:``
-string and corbaloc URLs.  Run it from anywhere; it replaces the corpus::
+string and corbaloc URLs.  Run it from the repository root; it replaces the corpus::
 
-    python3 tests/fuzz/make_corpus.py
+    python3 -m tests.fuzz.make_corpus
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))  # for tests.giop.conftest, whatever the working directory
 
-from pyorb.giop import (  # noqa: E402
+from pyorb.giop import (
     GIOP_1_0,
     GIOP_1_1,
     GIOP_1_2,
@@ -40,11 +39,11 @@ from pyorb.giop import (  # noqa: E402
     Version,
     encode,
 )
-from pyorb.giop.cdr import CDRWriter  # noqa: E402
-from pyorb.giop.codec import HEADER_SIZE  # noqa: E402
-from pyorb.giop.codesets import code_sets_context  # noqa: E402
-from pyorb.giop.ior import ORB_TYPE_OMNIORB, TAG_INTERNET_IOP, build_ior, to_corbaloc  # noqa: E402
-from tests.giop.conftest import split_into_fragments  # noqa: E402
+from pyorb.giop.cdr import CDRWriter
+from pyorb.giop.codec import HEADER_SIZE
+from pyorb.giop.codesets import code_sets_context
+from pyorb.giop.ior import ORB_TYPE_OMNIORB, TAG_INTERNET_IOP, build_ior, to_corbaloc
+from tests.giop.conftest import split_into_fragments
 
 CORPUS = HERE / "corpus"
 KEY = b"Echo"

@@ -21,11 +21,11 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # this checkout's pyorb and servers/
+import pyorb
+from pyorb.idl import bench_idl
+from pyorb.servers.echo import SERVANTS, make_servant
 
-import pyorb  # noqa: E402
-from servers.pyorb_echo import IDL, SERVANTS, make_servant  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -60,7 +60,7 @@ def answer_commands(loop: asyncio.AbstractEventLoop, server: pyorb.Server, stop:
 
 async def serve(ns: argparse.Namespace) -> None:
     config = pyorb.Config(max_message_size=ns.max_message_size, read_timeout=ns.read_timeout)
-    idl = pyorb.load_idl(IDL)
+    idl = bench_idl()
     stop = asyncio.Event()
     async with pyorb.Server(config=config) as server:
         key = server.activate(make_servant(idl, ns.servant), "Echo")

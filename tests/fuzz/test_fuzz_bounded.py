@@ -9,6 +9,7 @@ make_corpus.py writes.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from pyorb.giop.ior import IOR, parse_reference
 from tests.giop.test_properties import run
 
 HERE = Path(__file__).resolve().parent
-TARGET = HERE / "fuzz_giop.py"
+ROOT = HERE.parents[1]
 CORPUS = HERE / "corpus"
 RUNS = 20_000
 MAX_TOTAL_TIME_S = 60
@@ -70,7 +71,8 @@ def test_bounded_fuzz_run(tmp_path: Path) -> None:
     scratch.mkdir()
     command = [
         sys.executable,
-        str(TARGET),
+        "-m",
+        "tests.fuzz.fuzz_giop",
         str(scratch),
         str(CORPUS),
         f"-runs={RUNS}",
@@ -79,7 +81,8 @@ def test_bounded_fuzz_run(tmp_path: Path) -> None:
         f"-artifact_prefix={tmp_path}/",
     ]
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=MAX_TOTAL_TIME_S + 60, cwd=tmp_path
+        command, capture_output=True, text=True, timeout=MAX_TOTAL_TIME_S + 60, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # tests.fuzz from this checkout; crash files in tmp_path
     )
     crashes = [p.name for p in tmp_path.iterdir() if p.is_file()]
     report = f"exit {done.returncode}, artifacts {crashes}\n{done.stderr[-4000:]}"

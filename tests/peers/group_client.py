@@ -16,18 +16,14 @@ import argparse
 import asyncio
 import json
 import re
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+import pyorb
+from omniORB import CORBA
+from pyorb.idl import bench_idl
 
-import pyorb  # noqa: E402
-from omniORB import CORBA  # noqa: E402
-
-Bench = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
+Bench = bench_idl().Bench
 
 
 def served(url: str) -> int:
