@@ -7,6 +7,7 @@ Lifetime, announcement and statistics are the papers' servers' own
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -41,13 +42,11 @@ class ServeOptions:
 
 
 def servant_class(target: str) -> type:
-    """``module:Class`` (or ``path/to/file.py:Class``) imported with the
-    current directory on sys.path."""
+    """``module:Class`` (or ``path/to/file.py:Class``); a module name is
+    looked for in the current directory first, then on the Python path."""
     module_name, colon, attr = target.rpartition(":")
     if not colon or not module_name or not attr:
         raise ValueError(f"expected MODULE:Servant, got {target!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     module = _import_file(Path(module_name)) if module_name.endswith(".py") else _import(module_name)
     obj: Any = module
     for part in attr.split("."):
@@ -61,11 +60,32 @@ def servant_class(target: str) -> type:
 
 def _import(name: str) -> ModuleType:
     try:
+        _load_from_cwd(name.partition(".")[0])
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name == name:
             raise
         raise _missing_import(exc, name) from exc
+
+
+def _load_from_cwd(top: str) -> None:
+    """Import the top-level module or package ``top`` from the current directory, if it is there.
+
+    Found and loaded by hand rather than by putting the directory on
+    sys.path, so that serving a module changes no other import in the process.
+    """
+    if top in sys.modules:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[top]
+        raise
 
 
 def _missing_import(exc: ModuleNotFoundError, importing: str) -> ImportError:
