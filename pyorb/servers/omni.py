@@ -17,10 +17,7 @@ parts: it is omniORB all the way.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import threading
 import time
 from typing import Any, Sequence
 
@@ -28,6 +25,7 @@ from pyorb.giop.ior import IOR, to_corbaloc
 from pyorb.idl.compiler import BENCH_IDL
 from pyorb.servers import runner
 from pyorb.servers.workload import Demand, spin
+from pyorb.testing import omnipeer
 
 IDL = BENCH_IDL
 
@@ -138,32 +136,14 @@ def serve(ns: argparse.Namespace) -> int:
     text = orb.object_to_string(ref)
     profile = IOR.from_string(text).iiop  # what omniORB published, alternates included
     assert profile is not None
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):  # before the announcement: a driver may stop us at once
-        signal.signal(signum, lambda *_: stop.set())
-    runner.announce(text, to_corbaloc(profile.host, profile.port, ns.key.encode(),
-                                      alternates=profile.alternate_addresses), ns.ior_file)
-    if not ns.no_stdin_watch:
-        runner.watch_stdin(stop.set)
-    while not stop.wait(0.2):
-        pass
-    killer = threading.Timer(runner.SHUTDOWN_GRACE_S, os._exit, args=(3,))
-    killer.daemon = True
-    killer.start()
-    orb.shutdown(True)
-    orb.destroy()
+    corbaloc = to_corbaloc(profile.host, profile.port, ns.key.encode(), alternates=profile.alternate_addresses)
+    omnipeer.serve_orb(orb, [text, corbaloc], not ns.no_stdin_watch, ns.ior_file)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = parse_args(argv)
-    code = serve(ns)
-    # Leave without interpreter finalisation: omniORB threads winding down
-    # after orb.destroy() can abort a finalising interpreter.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return serve(parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    omnipeer.exit_now(main())

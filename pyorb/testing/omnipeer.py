@@ -130,10 +130,7 @@ def serve(ns: argparse.Namespace) -> int:
     ins.activate_object_with_id(key, factory())
     ins._get_the_POAManager().activate()
     ref = ins.id_to_reference(key)
-    print(orb.object_to_string(ref), flush=True)
-    print(corbaloc_of(orb, ref, key), flush=True)
-    wait_for_stop()
-    shutdown(orb)
+    serve_orb(orb, [orb.object_to_string(ref), corbaloc_of(orb, ref, key)])
     return 0
 
 
@@ -148,28 +145,36 @@ def corbaloc_of(orb: Any, ref: Any, key: bytes) -> str:
     return to_corbaloc(profile.host, profile.port, key)
 
 
-def wait_for_stop() -> None:
-    """Block until SIGTERM, SIGINT or stdin end of file."""
+def serve_orb(orb: Any, lines: Sequence[str], watch_stdin: bool = True, ior_file: Path | None = None) -> None:
+    """The lifetime of every omniORBpy server: print ``lines`` (the IOR first), serve, shut down.
+
+    Serves until SIGTERM, SIGINT or (if ``watch_stdin``) stdin end of file,
+    so that a driver that dies takes its servers with it; ``ior_file``
+    also gets the first line.  The ORB's POAs must be active already.
+    """
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    def watch_stdin() -> None:
-        # Raw reads: a daemon thread blocked in sys.stdin would abort the
-        # interpreter at exit.
-        try:
-            while os.read(0, 4096):
-                pass
-        except OSError:
-            pass
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    threading.Thread(target=watch_stdin, daemon=True, name="stdin-watch").start()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # before the announcement: a driver may stop us at once
+        signal.signal(signum, lambda *_: stop.set())
+    if ior_file is not None:
+        ior_file.write_text(lines[0] + "\n")
+    for line in lines:
+        print(line, flush=True)
+    if watch_stdin:
+        threading.Thread(target=_watch_stdin, args=(stop,), daemon=True, name="stdin-watch").start()
     while not stop.wait(0.1):  # timed waits let the signal handler run
         pass
+    shutdown(orb)
+
+
+def _watch_stdin(stop: threading.Event) -> None:
+    # Raw reads: a daemon thread blocked in sys.stdin would abort the
+    # interpreter at exit.
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    stop.set()
 
 
 def shutdown(orb: Any) -> None:

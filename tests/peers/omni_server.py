@@ -14,8 +14,6 @@ activated in omniORB's INS POA under the key ``Types``).
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -23,6 +21,7 @@ from types import ModuleType
 from typing import Any, Sequence
 
 from pyorb.idl import import_generated
+from pyorb.testing import omnipeer
 from omniORB import CORBA
 
 IDL = Path(__file__).resolve().parents[2] / "idl" / "interop.idl"
@@ -37,8 +36,6 @@ OBJECT_KEY = b"Types"
 # Bounds the server's own outgoing calls (node_name calls back into
 # whatever reference it was given) so a dead peer cannot stall shutdown.
 OUTGOING_CALL_TIMEOUT_MS = 10_000
-# Hard limit on a clean ORB shutdown before the process exits regardless.
-SHUTDOWN_GRACE_S = 10.0
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -215,80 +212,13 @@ def start_server(ns: argparse.Namespace) -> tuple[Any, str]:
     return orb, orb.object_to_string(ref)
 
 
-class StopSignal:
-    """Records SIGTERM/SIGINT; the handler only sets a flag, which is safe
-    wherever the main thread happens to be."""
-
-    def __init__(self) -> None:
-        self.received = False
-        signal.signal(signal.SIGTERM, self._handle)
-        signal.signal(signal.SIGINT, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.received = True
-
-
-def _watch_stdin(eof: threading.Event) -> None:
-    """Set eof when stdin reaches end of file (the parent went away).
-
-    Reads the raw descriptor: a daemon thread blocked in the buffered
-    sys.stdin would abort the interpreter at exit.
-    """
-    try:
-        while os.read(0, 4096):
-            pass
-    except OSError:
-        pass
-    eof.set()
-
-
-def wait_for_stop(signals: StopSignal, watch_stdin: bool) -> None:
-    """Block until SIGTERM, SIGINT or (optionally) stdin EOF."""
-    eof = threading.Event()
-    if watch_stdin:
-        threading.Thread(target=_watch_stdin, args=(eof,),
-                         daemon=True).start()
-    # Short timed waits: the signal flag is polled between them.
-    while not signals.received and not eof.wait(0.1):
-        pass
-
-
-def shutdown(orb: Any) -> None:
-    """Shut the ORB down cleanly, or exit hard if that takes too long."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    killer = threading.Timer(SHUTDOWN_GRACE_S, os._exit, args=(3,))
-    killer.daemon = True
-    killer.start()
-    orb.shutdown(True)
-    orb.destroy()
-    killer.cancel()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until told to stop."""
     ns = parse_args(argv)
-    signals = StopSignal()
     orb, ior = start_server(ns)
-    print(ior, flush=True)
-    wait_for_stop(signals, not ns.no_stdin_watch)
-    shutdown(orb)
+    omnipeer.serve_orb(orb, [ior], not ns.no_stdin_watch)
     return 0
 
 
-def exit_now(code: int) -> None:
-    """Flush and leave without interpreter finalisation.
-
-    omniORB threads that wind down after orb.destroy() still take the GIL;
-    if that happens while Python finalises, CPython ends them with
-    pthread_exit, whose forced unwind through omniORB's C++ aborts the
-    process ("terminate called without an active exception", rc -6, seen
-    in about 1 exit in 5 after load).  The ORB is already destroyed here.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    omnipeer.exit_now(main())
