@@ -29,7 +29,6 @@ side is this script with --serve SPEC.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import subprocess
@@ -138,6 +137,7 @@ async def serve(spec: str, ns: argparse.Namespace) -> int:
     import pyorb
     from pyorb.server import strategies
     from pyorb.server.strategies.adaptive import AdaptiveStrategy
+    from pyorb.servers.runner import wait_for_stop
 
     if spec.startswith(PINNED):
         strategy: Any = AdaptiveStrategy(64, create=strategies.create, pin=spec[len(PINNED):])
@@ -147,22 +147,13 @@ async def serve(spec: str, ns: argparse.Namespace) -> int:
     async with pyorb.Server("127.0.0.1", 0, strategy=strategy) as server:
         key = server.activate(make_servant(counter, demands(ns)), "sink")
         print(server.ior(key), flush=True)
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        threading.Thread(target=_wait_stdin, args=(loop, stop), daemon=True).start()
-        await stop.wait()
+        await wait_for_stop(True, lambda: None)
         moves = []
         if isinstance(strategy, AdaptiveStrategy) and counter.start is not None:
             moves = [{"at": round(s.at - counter.start, 3), "old": s.old, "new": s.new, "reason": s.reason}
                      for s in strategy.switches]
     print(json.dumps({"bins": counter.bins, "bin_s": BIN_S, "moves": moves}), flush=True)
     return 0
-
-
-def _wait_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    while sys.stdin.buffer.read1(4096):  # type: ignore[attr-defined]
-        pass
-    loop.call_soon_threadsafe(stop.set)
 
 
 # -- the driver -------------------------------------------------------------------

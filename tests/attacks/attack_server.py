@@ -18,7 +18,6 @@ import asyncio
 import dataclasses
 import logging
 import resource
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -53,14 +52,10 @@ async def _serve(args: argparse.Namespace) -> int:
         _fit_threads(args.threads_fit)
     print(server.ior("Target"), flush=True)
     print(server.corbaloc("Target"), flush=True)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)), daemon=True).start()
-    await stop.wait()
-    await server.close(grace=1.0)
-    from pyorb.servers.runner import exiting
+    from pyorb.servers.runner import exiting, wait_for_stop
 
+    await wait_for_stop(True, lambda: None)
+    await server.close(grace=1.0)
     exiting()  # a SIGTERM racing the exit must not turn a clean stop into -15
     return 0
 
