@@ -19,7 +19,7 @@ Three experiments, each bounded in time:
 * the AMH paper's client-scalability point, 400 clients and a 40 ms sink
   (one AMH sink), driven by two Locust workers.
 
-    sudo python loadtests/multihost.py --out /tmp/multihost
+    sudo python -m loadtests.multihost --out /tmp/multihost
 """
 
 from __future__ import annotations
