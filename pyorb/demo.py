@@ -19,37 +19,22 @@ import tempfile
 import textwrap
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pyorb
 
-IDL_PATH = Path(__file__).resolve().parent / "data" / "bench.idl"
-
-
 def _bench() -> Any:
-    return pyorb.load_idl(IDL_PATH)
+    from pyorb.idl import bench_idl
 
-
-async def run_sink(delay: float) -> None:
-    """Serve Bench::Sink; print the IOR; stop when stdin closes."""
-    idl = _bench()
-
-    class Sink(idl.Bench__POA.Sink):  # type: ignore[misc,name-defined]
-        async def work(self, token: int) -> int:
-            await asyncio.sleep(delay)
-            return token
-
-    async with pyorb.Server() as server:
-        print(server.ior(server.activate(Sink(), "Sink")), flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    return bench_idl()
 
 
 async def run_demo(clients: int, seconds: float, delay: float) -> dict[str, Any]:
     """Start the sink process, the middle tier and the clients; measure."""
     errors = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty sink never blocks on it
     sink_proc = subprocess.Popen(
-        [sys.executable, "-m", "pyorb.demo", "--sink", "--delay", str(delay)],
+        # The papers' sink: AMH, each reply after ``delay`` on a loop timer.
+        [sys.executable, "-m", "pyorb.servers.sink", "--model", "amh", "--delay", str(delay)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
     )
     try:
@@ -203,15 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=300, help="closed-loop clients (default 300)")
     parser.add_argument("--seconds", type=float, default=5.0, help="measurement time (default 5)")
     parser.add_argument("--delay", type=float, default=0.1, help="sink delay in seconds (default 0.1)")
-    parser.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.clients < 1 or args.seconds <= 0 or args.delay <= 0:
         parser.error("--clients, --seconds and --delay must be positive")
     runner = _runner()
     try:
-        if args.sink:
-            runner(run_sink(args.delay))
-            return 0
         return _run(runner, args)
     except (ImportError, OSError, RuntimeError) as exc:  # one line, not a traceback
         print(f"error: {exc}", file=sys.stderr, flush=True)
