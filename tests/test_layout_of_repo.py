@@ -159,3 +159,75 @@ def test_serve_imports_a_module_of_the_current_directory_and_leaves_sys_path_alo
             del sys.modules[name]
     assert cls.__name__ == "Probe" and cls.__module__ == "layout_probe_pkg.servants"
     assert sys.path == before and os.fspath(tmp_path) not in sys.path
+
+
+# -- no runtime import circle through the tools --------------------------------------
+
+TOOLS = ("pyorb.cli", "pyorb.loadtest", "pyorb.servers", "pyorb.testing")
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in tracked_python_files("pyorb"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def runtime_imports(name: str, path: Path, names: dict[str, Path]) -> set[str]:
+    """The pyorb modules ``name`` imports when it runs (function-level imports too, not TYPE_CHECKING ones)."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for sub in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)) or \
+                (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        targets = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [f"{node.module}.{a.name}" for a in node.names] + [str(node.module)]
+        for target in targets:
+            while target and target not in names:
+                target = target.rpartition(".")[0]
+            if target and not (name + ".").startswith(target + ".") and not target.startswith(name + "."):
+                found.add(target)
+    return found
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_runtime_import_circle_runs_through_the_tools() -> None:
+    names = module_names()
+    graph = {name: runtime_imports(name, path, names) for name, path in names.items()}
+    through_tools = [c for c in circles(graph) if any(m.startswith(TOOLS) for m in c)]
+    assert not through_tools, f"import circles (a shared piece belongs in a module both import): {through_tools}"
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
