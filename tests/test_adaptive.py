@@ -21,6 +21,7 @@ from pyorb.server import strategies
 from pyorb.server.strategies.adaptive import AdaptiveStrategy
 from pyorb.server.strategies.policy import GLANCES, AdaptivePolicy, Advice, Observation
 from pyorb.testing import LoopThread
+from pyorb.testing.waiting import wait_until
 
 IDL = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
@@ -129,13 +130,6 @@ class Load:
 
 def proxies(clients: Any, ref: str, n: int) -> list[Any]:
     return [c.resolve(ref, Bench.Sink) for c in clients(n)]
-
-
-async def wait_until(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 def answered_once(load: Load, servant: Phased, served: Served) -> None:

@@ -26,6 +26,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.aio.protocol import GIOPProtocol
+from pyorb.testing.waiting import wait_until
 from tests.test_inline_path import CALLS, Interop, Types, outcome
 
 bench = pyorb.load_idl("idl/bench.idl")
@@ -69,13 +70,6 @@ def descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
 @pytest_asyncio.fixture(params=[True, False], ids=["direct", "loop"])
 async def servers(request: pytest.FixtureRequest) -> AsyncIterator[tuple[bool, pyorb.Server]]:
     config = pyorb.Config(max_message_size=8192, direct_replies=request.param)
@@ -104,7 +98,7 @@ async def test_every_outcome_is_the_same_written_by_the_thread_or_the_loop(
     else:
         assert writes["by thread"] == 0
     assert sum(op.in_flight for op in server.stats().operations) == 0
-    await until(lambda: server.load.total == 0)  # the loop settles a thread-written reply's request a moment later
+    await wait_until(lambda: server.load.total == 0)  # the loop settles a thread-written reply's request a moment later
 
 
 @pytest.mark.asyncio
@@ -154,11 +148,11 @@ async def test_clients_that_vanish_mid_call_cost_no_descriptor_and_the_server_se
                     await task
             else:
                 assert await task == pending.index(task)
-        await until(lambda: len(server.connections) == 3)
+        await wait_until(lambda: len(server.connections) == 3)
         for c in clients[3:]:
             await c.close()
-        await until(lambda: not server.connections)
-        await until(lambda: descriptors() == before)
+        await wait_until(lambda: not server.connections)
+        await wait_until(lambda: descriptors() == before)
         async with pyorb.Client() as client:  # and the server still serves
             assert await client.resolve(server.ior(key), Bench.Sink).work(42) == 42
 
@@ -173,7 +167,7 @@ async def test_a_graceful_close_sends_every_thread_reply_before_close_connection
         proxy = client.resolve(server.ior(key), Bench.Sink)
         assert await proxy.work(0) == 0  # the direct way is open
         calls = asyncio.gather(*(proxy.work(i) for i in range(1, 5)))
-        await until(sink.started.is_set)
+        await wait_until(sink.started.is_set)
         await asyncio.sleep(0.05)
         await server.close(grace=5.0)  # drains: the running calls' replies go out, then CloseConnection
         assert await calls == [1, 2, 3, 4]
@@ -214,7 +208,7 @@ async def test_a_drain_that_only_settles_calls_stops_no_thread_from_writing(writ
             sink.inside = 0
             writes.clear()
             calls = asyncio.gather(proxy.work(1), proxy.work(2))
-            await until(lambda: sink.inside == 2)
+            await wait_until(lambda: sink.inside == 2)
             sink.gate.set()
             time.sleep(0.3)  # the loop (server and client) is busy: both threads reply meanwhile
             assert await calls == [1, 2]

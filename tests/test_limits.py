@@ -15,6 +15,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.testing import LoopThread
+from pyorb.testing.waiting import wait_until
 
 bench = pyorb.load_idl("idl/bench.idl")
 interop = pyorb.load_idl("idl/interop.idl")
@@ -80,13 +81,6 @@ def serve(loop_thread: LoopThread) -> Iterator[Any]:
         loop_thread.run(server.close())
 
 
-async def until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
-
-
 @pytest.mark.asyncio
 async def test_requests_per_connection_limit_stops_reading_and_loses_nothing(serve: Any, clients: Any) -> None:
     sink = HeldSink()
@@ -95,7 +89,7 @@ async def test_requests_per_connection_limit_stops_reading_and_loses_nothing(ser
     (client,) = clients(1)
     proxy = client.resolve(ref, Bench.Sink)
     calls = [asyncio.ensure_future(proxy.work(i + 1)) for i in range(10)]
-    await until(lambda: sink.active == 3)
+    await wait_until(lambda: sink.active == 3)
     await asyncio.sleep(0.2)  # would the server take more? it must not
     assert sink.active == 3 and running.server.load.total == 3
     sink.release.set()
@@ -108,7 +102,7 @@ async def test_server_wide_request_limit(serve: Any, clients: Any) -> None:
     sink = HeldSink()
     ref = serve(max_requests=4).activate(sink, "sink")
     calls = [asyncio.ensure_future(c.resolve(ref, Bench.Sink).work(1)) for c in clients(3) for _ in range(3)]
-    await until(lambda: sink.active == 4)
+    await wait_until(lambda: sink.active == 4)
     await asyncio.sleep(0.2)
     assert sink.active == 4
     sink.release.set()
@@ -127,7 +121,7 @@ async def test_connections_beyond_the_limit_get_close_connection(serve: Any, cli
         await third.resolve(ref, Bench.Sink).work(0)
     assert info.value.completed == CORBA.COMPLETED_NO
     await first.close()
-    await until(lambda: len(running.server.connections) == 1)
+    await wait_until(lambda: len(running.server.connections) == 1)
     assert await third.resolve(ref, Bench.Sink).work(0) == 0  # room again: it reconnects
 
 
@@ -139,7 +133,7 @@ async def test_idle_connections_are_closed_and_clients_reconnect(serve: Any, cli
     proxy = client.resolve(ref, Bench.Sink)
     assert await proxy.work(0) == 0
     assert len(running.server.connections) == 1
-    await until(lambda: not running.server.connections, timeout=5)
+    await wait_until(lambda: not running.server.connections, timeout=5)
     assert await proxy.work(0) == 0
 
 
@@ -195,9 +189,9 @@ async def test_graceful_close_finishes_requests_in_flight(serve: Any, clients: A
     busy, idle = clients(2)
     assert await idle.resolve(ref, Bench.Sink).work(0) == 0
     in_flight = asyncio.ensure_future(busy.resolve(ref, Bench.Sink).work(7))
-    await until(lambda: sink.active == 1)
+    await wait_until(lambda: sink.active == 1)
     closing = asyncio.ensure_future(running.close(grace=10))
-    await until(lambda: len(running.server.connections) == 1)  # the idle one got CloseConnection
+    await wait_until(lambda: len(running.server.connections) == 1)  # the idle one got CloseConnection
     assert not closing.done()
     late = asyncio.ensure_future(busy.resolve(ref, Bench.Sink).work(0))  # sent while draining: not read
     await asyncio.sleep(0.1)
@@ -238,7 +232,7 @@ async def test_a_connection_the_server_had_not_accepted_when_close_began_is_told
         with pytest.raises(CORBA.TRANSIENT) as info:
             await client.resolve(ref, Bench.Sink).work(0, timeout=5.0)
         assert info.value.completed == CORBA.COMPLETED_NO
-        await until(lambda: bool(closing) and closing[0].done())
+        await wait_until(lambda: bool(closing) and closing[0].done())
         assert not server.connections
 
 
@@ -284,7 +278,7 @@ async def test_close_gives_up_after_the_grace_period(serve: Any, clients: Any) -
     ref = running.activate(sink, "sink")
     (client,) = clients(1)
     in_flight = asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(7))
-    await until(lambda: sink.active == 1)
+    await wait_until(lambda: sink.active == 1)
     started = time.monotonic()
     await running.close(grace=0.3)
     assert 0.25 < time.monotonic() - started < 5
@@ -316,7 +310,7 @@ async def test_the_client_bounds_its_pending_calls(serve: Any, clients: Any) -> 
     (client,) = clients(1, max_pending_calls=5)
     proxy = client.resolve(ref, Bench.Sink)
     calls = [asyncio.ensure_future(proxy.work(1)) for _ in range(5)]
-    await until(lambda: sink.active == 5)
+    await wait_until(lambda: sink.active == 5)
     with pytest.raises(CORBA.IMP_LIMIT):
         await proxy.work(1)
     sink.release.set()
@@ -345,17 +339,17 @@ async def test_a_client_gone_with_requests_pending_leaks_nothing(
     threads_before = threading.active_count()
     (client,) = clients(1)
     calls = [asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(1)) for _ in range(20)]
-    await until(lambda: running.server.load.total == 20)
+    await wait_until(lambda: running.server.load.total == 20)
     await client.close()
     for call in calls:
         with pytest.raises(CORBA.COMM_FAILURE):
             await call
-    await until(lambda: not running.server.connections)
+    await wait_until(lambda: not running.server.connections)
     sink.release.set()
-    await until(lambda: running.server.load.total == 0)
+    await wait_until(lambda: running.server.load.total == 0)
     (op,) = running.server.stats().operations
     assert (op.served, op.in_flight, op.dropped) == (20, 0, 20)
-    await until(lambda: threading.active_count() <= threads_before + 2)  # pool threads may stay; no per-call ones
+    await wait_until(lambda: threading.active_count() <= threads_before + 2)  # pool threads may stay; no per-call ones
     await asyncio.sleep(0.05)  # a finished task's done callbacks (which hold its call) run an iteration later
     gc.collect()
     from pyorb.server.call.dispatch import Call
@@ -511,7 +505,7 @@ async def test_cancel_request_drops_calls_still_queued_for_a_pool(serve: Any, cl
     (client,) = clients(1)
     sink = client.resolve(ref, Bench.Sink)
     first = sink.work(0)
-    await until(lambda: ran == [0], timeout=5)
+    await wait_until(lambda: ran == [0], timeout=5)
     queued = [sink.work(i, timeout=0.2) for i in range(1, 6)]  # wait behind the first; time out: CancelRequest
     for call in queued:
         with pytest.raises(CORBA.TIMEOUT):

@@ -16,6 +16,7 @@ import pytest
 
 import pyorb
 from pyorb.client.connection import ClientConnection
+from pyorb.testing.waiting import wait_until
 
 
 async def _connected() -> tuple[ClientConnection, bytearray, asyncio.AbstractServer]:
@@ -41,14 +42,6 @@ async def _close(conn: ClientConnection, server: asyncio.AbstractServer) -> None
     await server.wait_closed()
 
 
-async def _until(predicate: object, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert loop.time() < deadline, "not reached"
-        await asyncio.sleep(0.005)
-
-
 @pytest.mark.asyncio
 async def test_held_output_waits_for_flush_and_goes_out_whole() -> None:
     conn, received, server = await _connected()
@@ -59,7 +52,7 @@ async def test_held_output_waits_for_flush_and_goes_out_whole() -> None:
         assert received == b"" and conn.buffered_output() == 20
         conn.flush()
         assert conn.buffered_output() == 0  # handed to the socket at once
-        await _until(lambda: len(received) == 20)
+        await wait_until(lambda: len(received) == 20)
         assert received == b"a" * 10 + b"b" * 10
     finally:
         await _close(conn, server)
@@ -75,11 +68,11 @@ async def test_a_lone_send_goes_out_at_once_and_the_rest_of_its_turn_together() 
         assert conn.buffered_output() == 20  # queued: one write at the next turn
         await asyncio.sleep(0)
         assert conn.buffered_output() == 0
-        await _until(lambda: len(received) == 30)
+        await wait_until(lambda: len(received) == 30)
         assert received == b"c" * 10 + b"d" * 10 + b"e" * 10
         await asyncio.sleep(0.01)  # a later turn: its first send goes at once again
         assert conn.send(b"f" * 10)
         assert conn.buffered_output() == 0
-        await _until(lambda: len(received) == 40)
+        await wait_until(lambda: len(received) == 40)
     finally:
         await _close(conn, server)

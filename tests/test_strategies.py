@@ -18,6 +18,7 @@ from omniORB import CORBA
 import pyorb
 from pyorb.server import strategies
 from pyorb.testing import LoopThread
+from pyorb.testing.waiting import wait_until
 
 IDL = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
@@ -152,13 +153,6 @@ def serve(server_loop: LoopThread) -> Iterator[Any]:
 
 def sink(client: pyorb.Client, ref: str) -> Any:
     return client.resolve(ref, Bench.Sink)
-
-
-async def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
 
 
 ALL_SPECS = ["reactive", "amh", "thread_pool(3)", "thread_per_request", "thread_per_request(2)",

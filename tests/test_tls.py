@@ -30,6 +30,7 @@ from pyorb.giop.ior import (
     build_ior,
 )
 from pyorb.testing.certs import TestPKI, make_pki
+from pyorb.testing.waiting import wait_until
 
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 from tests.interop.servants import BenchEcho  # noqa: E402
@@ -150,7 +151,7 @@ async def test_untrusted_or_expired_server_certificate_is_refused_by_the_client(
             with caplog.at_level(logging.WARNING, logger="pyorb.aio.tls"):
                 with pytest.raises(CORBA.TRANSIENT) as failed:
                     await client.resolve(server.ior(key), Bench.Echo).ping(1)
-                await _until(lambda: server.stats().tls_refused == 1)
+                await wait_until(lambda: server.stats().tls_refused == 1)
         assert "certificate not accepted" in repr(failed.value)
         assert ("expired" if which == "expired" else "unable to get local issuer") in repr(failed.value)
         assert [r.getMessage() for r in caplog.records if "TLS handshake with" in r.getMessage()]
@@ -168,7 +169,7 @@ async def test_mutual_tls_refuses_clients_without_a_trusted_certificate(pki: Tes
                 # TLS 1.3: the client learns of the refusal after its handshake, when the server's alert arrives.
                 with pytest.raises((CORBA.TRANSIENT, CORBA.COMM_FAILURE)):
                     await c.resolve(ior, Bench.Echo).ping(1)
-        await _until(lambda: server.stats().tls_refused == 2)
+        await wait_until(lambda: server.stats().tls_refused == 2)
         async with pyorb.Client(tls=pki.client_context(identity=pki.client)) as client:
             assert await client.resolve(ior, Bench.Echo).ping(3) == 3
             (conn,) = server.connections
@@ -197,7 +198,7 @@ async def test_plain_clients_and_stalled_handshakes_are_refused_without_disturbi
                     started = time.monotonic()
                     for i in range(1, 40):  # the established client is served meanwhile
                         assert await echo.ping(i) == i
-                    await _until(lambda: server.stats().tls_refused == 21, timeout=5)
+                    await wait_until(lambda: server.stats().tls_refused == 21, timeout=5)
                     assert time.monotonic() - started < 5
                     for sock in stalled:  # each was closed by the server
                         sock.settimeout(2)
@@ -276,15 +277,6 @@ def test_hostname_checking_follows_the_client_context(pki: TestPKI, tmp_path: Pa
     with pytest.raises(CORBA.TRANSIENT, match="certificate not accepted"):
         asyncio.run(run(True))
     assert asyncio.run(run(False)) == 5
-
-
-async def _until(condition: object, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
 
 
 def test_the_pytest_fixtures_serve_and_call_over_tls(pyorb_server: Any, pyorb_pki: TestPKI, pyorb_loop: Any) -> None:

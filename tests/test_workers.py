@@ -12,7 +12,6 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
 
 import psutil
 import pytest
@@ -20,17 +19,9 @@ import pytest
 import pyorb
 from pyorb.server.workers import Supervisor, WorkerError, WorkerPolicy
 from pyorb.testing.kit import ServerProcess
+from pyorb.testing.waiting import wait_until_blocking
 
 Bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def workers_of(pid: int) -> list[psutil.Process]:
@@ -48,11 +39,11 @@ async def calls(ref: str, count: int = 8) -> list[int]:
 def test_a_killed_worker_is_started_again_and_the_port_keeps_serving() -> None:
     sink = ServerProcess([sys.executable, "-m", "pyorb.servers.sink", "--workers", "2", "--delay", "0"])
     try:
-        assert wait_until(lambda: len(workers_of(sink.pid)) == 2)
+        wait_until_blocking(lambda: len(workers_of(sink.pid)) == 2)
         first, second = sorted(w.pid for w in workers_of(sink.pid))
         assert sorted(asyncio.run(calls(sink.corbaloc))) == list(range(8))
         psutil.Process(first).send_signal(signal.SIGKILL)
-        assert wait_until(lambda: len(workers_of(sink.pid)) == 2 and first not in {w.pid for w in workers_of(sink.pid)})
+        wait_until_blocking(lambda: len(workers_of(sink.pid)) == 2 and first not in {w.pid for w in workers_of(sink.pid)})
         assert second in {w.pid for w in workers_of(sink.pid)}  # the other one was left alone
         assert sorted(asyncio.run(calls(sink.corbaloc))) == list(range(8))
         assert sink.proc.poll() is None

@@ -11,6 +11,8 @@
   group that account for every call (ok, failed, lost, answered twice).
 * :mod:`pyorb.testing.toxiproxy`: a toxiproxy server on loopback, its
   proxies and their faults (latency, bandwidth, resets, stalls).
+* :mod:`pyorb.testing.waiting`: :func:`wait_until` (and its blocking twin),
+  polling a condition with a time bound.
 * :mod:`pyorb.testing.plugin`: the pytest plugin (entry point ``pyorb``).
 
 Nothing in the library imports this package.  Importing it is cheap: the
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from pyorb.testing.loop import LoopThread as LoopThread
     from pyorb.testing.loop import SyncProxy as SyncProxy
     from pyorb.testing.loop import new_event_loop as new_event_loop
+    from pyorb.testing.waiting import wait_until as wait_until
+    from pyorb.testing.waiting import wait_until_blocking as wait_until_blocking
 
 _EXPORTS = {
     "LoopThread": "pyorb.testing.loop",
@@ -43,6 +47,8 @@ _EXPORTS = {
     "RunningServer": "pyorb.testing.kit",
     "ServerProcess": "pyorb.testing.kit",
     "free_port": "pyorb.testing.kit",
+    "wait_until": "pyorb.testing.waiting",
+    "wait_until_blocking": "pyorb.testing.waiting",
 }
 
 __all__ = sorted(_EXPORTS)
