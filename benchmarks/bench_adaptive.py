@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The adaptive strategy against fixed strategies on a workload that changes phase (issue #17).
+"""The adaptive strategy against fixed strategies on a workload that changes phase.
 
 One run is a fresh pyorb sink server (Bench::Sink.work(token), a plain
 synchronous servant) and a fresh omniORBpy client process with --clients
@@ -303,7 +303,7 @@ def verdict_table(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> Table
         met = "—" if not (a and value) else ("yes" if (a > value if whole else a >= goal * value) else "no")
         rows.append(["whole run" if whole else metric, best, ratio(a, value),
                      "> 1.00× (beats every fixed)" if whole else "≥ 0.90×", met])
-    return Table("Targets of issue #17 (adaptive ÷ best fixed, medians)",
+    return Table("Targets (adaptive ÷ best fixed, medians)",
                  ["phase", "best fixed", "adaptive ÷ best", "target", "met"], rows,
                  ("left", "left", "right", "left", "left"))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The AMH middle tier against its floor: N closed-loop clients, a middle tier, a sink with delay D.
 
-Issue #15's target 4 asks the pyorb middle tier (AMH-ST, one thread) for
+The goal set for the pyorb middle tier (AMH-ST, one thread) is
 95 % of the ideal throughput N/D at N = 400 and D = 40 ms.  This script
 measures how much of N/D any asyncio chain of three processes gets on this
 machine, by swapping each tier for a bare uvloop one that does the least

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Threading strategies side by side: fixed cost per request (issue #3).
+"""Threading strategies side by side: fixed cost per request.
 
 Every point runs a fresh sink server (Bench::Sink.work(token)) and a fresh
 omniORBpy client process on loopback.  A point is a server model, a
@@ -318,7 +318,7 @@ def target_table(by_key: dict[str, list[Run]],
     pairs = [("thread_pool", "omni-pool", 1.0),
              ("thread_per_connection", "omni-tpc", 1.0),
              ("thread_per_request", "thread_per_connection", 0.75),
-             # Issue #15: within 15 % of the thread hand-off floor; and of the
+             # Within 15 % of the thread hand-off floor; and of the
              # floor of thread_per_connection's own design.
              ("thread_pool", "bare-handoff", 0.85),
              ("thread_per_connection", "bare-handoff", 0.85),
@@ -337,7 +337,7 @@ def target_table(by_key: dict[str, list[Run]],
                 rows.append([name, w, str(n), ratio(a.median, b.median),
                              ratio_range(a, b), f"≥ {goal:.2f}", met])
     return Table(
-        "Targets of issues #3 and #15 (throughput ratios)",
+        "Targets (throughput ratios)",
         ["ratio", "workload", "clients", "median ratio", "extremes",
          "target", "met"], rows,
         ("left", "left", "right", "right", "right", "right", "left"),
@@ -345,8 +345,8 @@ def target_table(by_key: dict[str, list[Run]],
         "highest and highest over lowest run, the widest the spread allows. "
         "Thread per request over thread per connection is Harkema et al.'s "
         "comparison (thread-per-request reached 75–80% of thread-per-client "
-        "at 1 ms demand); the rows over the bare floors are issue #15's "
-        "(echo only).")
+        "at 1 ms demand); the rows over the bare floors ask for 85 % of a "
+        "bare server's throughput (echo only).")
 
 
 def tables(by_key: dict[str, list[Run]],

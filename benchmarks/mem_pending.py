@@ -1,4 +1,4 @@
-"""Memory per pending request in the AMH single-thread middle tier (issue #5).
+"""Memory per pending request in the AMH single-thread middle tier.
 
     python -m benchmarks.mem_pending --clients 1000,5000 --repeats 3
     python -m benchmarks.mem_pending --clients 1000 --repeats 1 --breakdown

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The papers' own test of a performance model: predict each measured point (issue #17).
+"""The papers' own test of a performance model: predict each measured point.
 
 Predicts every pyorb point of the measured sweeps with pyorb.model, twice:
 the server-only model (the server gets the cores it asks for) and the host
@@ -22,7 +22,7 @@ The sets, in this order:
                measured the same day with the same code: the middle tier's
                forwarding costs and the host's constants come from these;
   earlier      docs/figures/quiet/*.csv and model-validation.harkema-quiet.csv:
-               quiet reruns made before issue #15 cut pyorb's cost per call
+               quiet reruns made before the compiled accelerator cut pyorb's cost per call
                (shown, not counted);
   busy         docs/figures/{harkema,client-scalability,latency-scalability}.csv:
                the recorded sweeps, taken while other work loaded the 2 cores
@@ -94,7 +94,7 @@ EXPERIMENTS: dict[str, tuple[str, list[Path]]] = {
 }
 """Roles: fresh = the validation; calibration = where the host's constants and the middle tier's
 forwarding costs come from (measured the same day, with the same code); earlier = quiet reruns
-made before the per-call work of issue #15 (shown, not counted); busy = the recorded sweeps."""
+made before the compiled accelerator's per-call work (shown, not counted); busy = the recorded sweeps."""
 MIDDLE_TIER = ("client-", "latency-")
 SPECS = {"tpc": ("thread_per_connection", True), "tpr-8": ("thread_pool(8)", True), "amh-st": ("amh", False),
          "amh-2": ("amh-2", False)}
@@ -271,8 +271,8 @@ def summary_lines(rows: Sequence[Row]) -> list[str]:
 
 def markdown(rows: Sequence[Row], skipped: Sequence[str], command: str, costs: HostCosts, cal: Calibration,
              ns_default: bool) -> str:
-    lines = ["# pyorb.model against the measurements (issue #17)", "",
-             f"Command: `{command}`.  Goal (issue #17): median absolute throughput error <= {MEDIAN_GOAL:.0%}, "
+    lines = ["# pyorb.model against the measurements", "",
+             f"Command: `{command}`.  Goal: median absolute throughput error <= {MEDIAN_GOAL:.0%}, "
              f"no point worse than {WORST_GOAL:.0%}.  Server costs: the {'default' if ns_default else 'measured'} "
              f"Calibration with the middle tier's forward {cal.forward * 1e6:.0f} µs and blocking_forward "
              f"{cal.blocking_forward * 1e6:.0f} µs per call from the calibration sets.  Host constants (medians "
@@ -281,7 +281,7 @@ def markdown(rows: Sequence[Row], skipped: Sequence[str], command: str, costs: H
              + ", ".join(f"{k} generator {v * 1e6:.0f} µs" for k, v in sorted(costs.generator.items()))
              + f", sink {costs.sink * 1e6:.0f} µs per call; {cal.cores} cores.", "",
              "Only the fresh sets are the validation; the calibration sets gave the host constants and the "
-             "forwarding costs; the earlier sets ran before issue #15 made each call cheaper; the busy sets ran "
+             "forwarding costs; the earlier sets ran before the compiled accelerator made each call cheaper; the busy sets ran "
              "beside other work (see the load average).", "", *summary_lines(rows), "",
              "| set | model | N | delay ms | CPU ms | generator | measured calls/s | server only | host model | "
              "error | host + load | measured ms | predicted ms | load avg |",

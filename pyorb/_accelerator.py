@@ -13,7 +13,7 @@ Why twins and not the modules themselves: compiled unchanged with Cython,
 pyorb's modules ran no faster than under CPython 3.11's specialising
 interpreter (some slower: generic attribute lookups lose its inline
 caches), and mypyc could not compile them into a working client; the
-gain is in byte-level work written for C (docs/benchmarks.md, issue #15).
+gain is in byte-level work written for C (docs/benchmarks.md, "The compiled accelerator").
 
 The choice, made once when ``pyorb`` is imported:
 

@@ -1,4 +1,4 @@
-"""The compiled accelerator (issue #15): the choice at import, the fallback, and what runs.
+"""The compiled accelerator: the choice at import, the fallback, and what runs.
 
 CI runs the suite twice: first after ``pip install -e .`` built the
 extensions, with ``PYORB_EXPECT_ACCELERATED=1``; then the protocol, server

@@ -1,4 +1,4 @@
-"""Authentication and authorization (pyorb.interceptors.auth, issue #14).
+"""Authentication and authorization (pyorb.interceptors.auth).
 
 Bearer tokens in a service context and mutual-TLS identities, checked
 against per-object and per-operation rules; refusals are NO_PERMISSION and

@@ -26,7 +26,7 @@ def test_quick_run_reports_every_model(tmp_path: Path) -> None:
         # A measured row: a number of calls/s and of server CPU µs per call.
         cells = [c.strip() for c in rows[model].split("|")[1:-1]]
         assert cells[1] != "—" and cells[4] != "—", rows[model]
-    assert "Targets of issues #3 and #15" in text
+    assert "Targets (throughput ratios)" in text
     assert "thread_per_request ÷ thread_per_connection" in text
     assert "thread_pool(8) ÷ floor: bare + 8 threads" in text
     assert "thread_per_connection ÷ floor: bare + thread/conn" in text

@@ -514,7 +514,7 @@ def test_argument_errors(interop_types: type, op: str, text: str, message: str) 
 
 
 def test_serve_publishes_alternate_addresses(servant_file: Path) -> None:
-    """``--publish`` (#14): the first address in the profile, the next as an alternate the client falls back to."""
+    """``--publish``: the first address in the profile, the next as an alternate the client falls back to."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]

@@ -1,6 +1,6 @@
-"""The client API as a user meets it (issue #11 items 5, 7, 9).
+"""The client API as a user meets it: AMI names, argument and connection errors, every address of a reference.
 
-Item 5: AMI names for attributes follow CORBA Messaging (as omniidl and
+AMI names for attributes follow CORBA Messaging (as omniidl and
 JacORB name them): ``sendc_get_x`` / ``sendc_set_x`` calling the handler's
 ``get_x`` / ``set_x``; a handler without the method its reply needs is an
 error at the call, before anything is sent.
@@ -125,7 +125,7 @@ async def test_a_handler_missing_a_method_is_an_error_at_the_call(served: tuple[
     assert servant.calls == 1
 
 
-# -- item 9: argument and connection errors as clear as omniORBpy's ------------------------
+# -- argument and connection errors as clear as omniORBpy's ---------------------------------
 
 
 @pytest.mark.asyncio
@@ -189,7 +189,7 @@ async def test_unreachable_server_is_transient_connect_failed_with_the_endpoint(
 
 
 
-# -- item 7: every address of a reference, in order ----------------------------------------
+# -- every address of a reference, in order -------------------------------------------------
 
 Interop = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop
 

@@ -1,4 +1,4 @@
-"""Char code sets per connection (issue #11 item 3), on the wire.
+"""Char code sets per connection, on the wire.
 
 CORBA: a client names the transmission code sets in a CodeSets context with
 its first request; a connection on which none was named (GIOP 1.0, or a
@@ -127,7 +127,7 @@ async def test_the_pyorb_client_speaks_latin_1_over_giop_1_0(server: pyorb.Serve
         assert await echo_.echo_string("still served") == "still served"
 
 
-# -- GIOP 1.1 wide text (issue #11 item 4) ---------------------------------------
+# -- GIOP 1.1 wide text ---------------------------------------------------------
 # GIOP 1.1 writes a wstring as a ulong count of 2-octet code units, the
 # terminating null included, each unit in the message's byte order; GIOP 1.2
 # counts octets, has no null and omniORB puts a byte-order mark first.  JacORB
@@ -206,7 +206,7 @@ module WideUnion {
 @pytest.mark.parametrize("version", [(1, 2), (1, 1)], ids=["giop1.2", "giop1.1"])
 async def test_wide_text_inside_unions_structs_and_sequences(tmp_path: object, version: tuple[int, int]) -> None:
     """wchar and wstring as union arms, a sequence<wchar> (no terminating null) and a wstring
-    member, in both wide forms (a wchar in a union was not read before #13)."""
+    member, in both wide forms (a wchar as a union arm is read, not skipped)."""
     from pathlib import Path
 
     idl = Path(str(tmp_path)) / "wide_union.idl"

@@ -1,4 +1,4 @@
-"""Several endpoints and published addresses (issue #14, endpoints part).
+"""Several endpoints and published addresses.
 
 A server listens on one or more (host, port) pairs and writes the addresses
 clients must call into its IORs and corbaloc URLs, independently of what it

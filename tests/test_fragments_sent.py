@@ -1,4 +1,4 @@
-"""pyorb sends GIOP 1.2 fragments (issue #13 item 2): ``Config.max_fragment_size``.
+"""pyorb sends GIOP 1.2 fragments: ``Config.max_fragment_size``.
 
 The protocol core cuts a long Request or Reply into a train whose messages
 are each a multiple of 8 octets (the last excepted), so alignment runs on

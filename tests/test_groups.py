@@ -1,9 +1,9 @@
-"""Object groups: one reference, several replicas, calls balanced and failed over (issue #16, in part).
+"""Object groups: one reference, several replicas, calls balanced and failed over.
 
 Replicas are the AMH paper's sink (``python -m pyorb.servers.sink``) in
 their own processes over loopback; each counts the calls it served, read
 from its Prometheus endpoint.  Hosts in network namespaces and Locust's
-distributed mode (the rest of issue #16) are not here yet.
+distributed mode are in tests/test_netns.py and loadtests/multihost.py.
 """
 
 from __future__ import annotations

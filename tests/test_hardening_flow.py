@@ -1,4 +1,4 @@
-"""Flow attacks that are well-formed GIOP (issue #12 items 3-7), against a real server process.
+"""Flow attacks that are well-formed GIOP, against a real server process.
 
 Each test starts tests/attacks/attack_server.py (Hardening::Target under one
 strategy and Config), attacks it from raw sockets and checks what a

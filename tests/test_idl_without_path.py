@@ -1,4 +1,4 @@
-"""omniidl runs through the current interpreter, not PATH (issue #11 item 8).
+"""omniidl runs through the current interpreter, not PATH.
 
 A virtualenv used without activation (its python run by path from systemd, a
 container or cron) has no bin/ on PATH.  These run pyorb's own interpreter

@@ -1,4 +1,4 @@
-"""benchmarks/instructions.py as a smoke run (issue #15): it counts, it is not a timed test."""
+"""benchmarks/instructions.py as a smoke run: it counts, it is not a timed test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Server and client request interceptors (issue #14, interceptors part).
+"""Server and client request interceptors.
 
 pyorb peers over loopback on asyncio's loop and uvloop, and omniORBpy peers
 in their own processes: an ORB that does not know pyorb's service contexts

@@ -1,4 +1,4 @@
-"""Server limits, deadlines and graceful shutdown (issue #4), with real connections.
+"""Server limits, deadlines and graceful shutdown, with real connections.
 
 The server runs on its own loop thread; each pyorb ``Client`` is one connection.
 """
@@ -453,7 +453,7 @@ async def test_close_connection_before_the_reply_is_retried_once(closes: int) ->
         await server.wait_closed()
 
 
-# -- issue #12 item 8: deadline timers, races with the deadline, CancelRequest of queued calls --
+# -- deadline timers, races with the deadline, CancelRequest of queued calls --
 
 
 @pytest.mark.asyncio

@@ -1,4 +1,4 @@
-"""Tiny sweeps of the papers' four experiments through ``pyorb loadtest`` (issue #5).
+"""Tiny sweeps of the papers' four experiments through ``pyorb loadtest``.
 
 Each command runs a couple of points in real server and generator processes
 (Locust for some, pyorb's asyncio generator and the omniORBpy client for

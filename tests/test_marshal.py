@@ -151,7 +151,7 @@ def test_a_wrong_value_inside_a_struct_with_references_is_bad_param() -> None:
 
 def test_operations_of_an_interface_with_a_type_declared_inside(tmp_path: object) -> None:
     """A struct declared inside an interface gives the stub class a ``_d_<Type>`` too:
-    the client, its proxies and the CLI list only operations (they raised TypeError before #13)."""
+    the client, its proxies and the CLI list only operations, not the type's descriptor."""
     from pathlib import Path
 
     from pyorb.cli.call import operations

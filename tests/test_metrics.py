@@ -1,4 +1,4 @@
-"""Server.stats() exported for Prometheus (pyorb.server.metrics, issue #14): scraped over HTTP."""
+"""Server.stats() exported for Prometheus (pyorb.server.metrics): scraped over HTTP."""
 
 from __future__ import annotations
 

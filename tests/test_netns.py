@@ -1,4 +1,4 @@
-"""Object groups across hosts: network namespaces on a private bridge (issue #16).
+"""Object groups across hosts: network namespaces on a private bridge.
 
 Each replica is the AMH sink on its own host (namespace, address, host
 name), bound to the wildcard address and publishing its host name; the

@@ -1,4 +1,4 @@
-"""Generated object keys are unique to a server's incarnation (issue #12 item 10).
+"""Generated object keys are unique to a server's incarnation.
 
 Two runs of the same server program on the same port: a reference to an
 object activated without a key in the first run must get OBJECT_NOT_EXIST in

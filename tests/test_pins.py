@@ -1,4 +1,4 @@
-"""requirements-dev.txt pins exactly what poetry.lock resolves (issue #11 item 12).
+"""requirements-dev.txt pins exactly what poetry.lock resolves.
 
 CI installs with pip from requirements-dev.txt; Poetry users get poetry.lock.
 The lock is the source of truth: for every Python the project supports, each

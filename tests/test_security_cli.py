@@ -1,4 +1,4 @@
-"""TLS and metrics options of ``pyorb serve`` and the papers' servers (issue #14), in real processes."""
+"""TLS and metrics options of ``pyorb serve`` and the papers' servers, in real processes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Received references take their type from the IDL, not from the IOR (issue #11 item 1);
-a string (IOR or corbaloc URL) is accepted where a reference is expected (item 6).
+"""Received references take their type from the IDL, not from the IOR;
+a string (IOR or corbaloc URL) is accepted where a reference is expected.
 
 A reference made from a corbaloc URL carries an empty type id (omniORB and
 JacORB send it so); one of a derived interface may carry an id whose IDL is
@@ -98,7 +98,7 @@ class RawKind(Interop__POA.Types):  # type: ignore[misc,name-defined]
 @pytest.mark.asyncio
 async def test_async_servants_get_the_servers_proxies_by_default() -> None:
     """No objref_converter and no Client of one's own: a coroutine servant gets a
-    pyorb proxy it can await, a synchronous one an omniORB reference (#11 item 6)."""
+    pyorb proxy it can await, a synchronous one an omniORB reference."""
     async with pyorb.Server() as server, pyorb.Client() as client:
         node_key = server.activate(Node(), "node")
         local = server.reference(node_key)

@@ -1,4 +1,4 @@
-"""IIOP over TLS between pyorb peers, and TLS bad input (issue #14, TLS part).
+"""IIOP over TLS between pyorb peers, and TLS bad input.
 
 Certificates are made at test time (pyorb.testing.certs).  Every asyncio test
 runs on asyncio's loop and on uvloop.  The interoperability tests with an

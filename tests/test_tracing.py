@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing across client -> AMH middle tier -> sink (pyorb.interceptors.tracing, issue #14).
+"""OpenTelemetry tracing across client -> AMH middle tier -> sink (pyorb.interceptors.tracing).
 
 Three pyorb endpoints over real loopback connections, each with the tracing
 interceptors, spans collected by the SDK's in-memory exporter.  The W3C

@@ -1,5 +1,5 @@
 """What a new user sees: tables with units, figures whose footer fits, and
-commands that say what to do instead of failing vaguely (issue #11 item 10)."""
+commands that say what to do instead of failing vaguely."""
 
 from __future__ import annotations
 

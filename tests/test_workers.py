@@ -1,4 +1,4 @@
-"""Supervised workers on one port (issue #13): a worker that dies is started again,
+"""Supervised workers on one port: a worker that dies is started again,
 a crash loop stops the supervisor, a stop stops every worker.
 
 Real processes: the papers' sink with ``--workers 2`` (each worker a pyorb

@@ -1,4 +1,4 @@
-"""``pyorb loadtest``: one command per experiment of the papers (issue #5).
+"""``pyorb loadtest``: one command per experiment of the papers.
 
 Each command runs its points in fresh processes with a progress bar and
 writes ``OUT/<experiment>.csv``, ``.png`` and ``.md`` (a Markdown table);

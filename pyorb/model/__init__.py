@@ -1,4 +1,4 @@
-"""The papers' queueing models of pyorb's dispatch strategies (issue #17).
+"""The papers' queueing models of pyorb's dispatch strategies.
 
 Pure arithmetic: nothing of pyorb, no I/O.  :mod:`pyorb.model.mva` solves
 closed queueing networks by Mean Value Analysis; :mod:`pyorb.model.strategies`

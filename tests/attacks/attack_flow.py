@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Flow attacks against a real server, with a quiet client watching (issue #12 items 3-7).
+"""Flow attacks against a real server, with a quiet client watching.
 
 For each attack and strategy it starts a fresh tests/attacks/attack_server.py
 process, pings it every 50 ms from a quiet client on its own connection,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile values against a real server, with a quiet client watching (issue #12 items 1, 2).
+"""Hostile values against a real server, with a quiet client watching.
 
 For each attack of tests/attacks/hostile_values.py and each strategy it starts a
 fresh ``pyorb serve`` process of idl/hardening.idl, starts a quiet client that

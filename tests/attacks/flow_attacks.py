@@ -1,4 +1,4 @@
-"""Well-formed GIOP traffic that abuses flow, not values (issue #12 items 3-7).
+"""Well-formed GIOP traffic that abuses flow, not values.
 
 Each attack talks raw GIOP to Hardening::Target (idl/hardening.idl, object
 key ``Target``) on loopback and is bounded in count and time.  Shared by

@@ -1,4 +1,4 @@
-"""JacORB 3.9 (an independent Java ORB) against pyorb, both directions (issue #11 items 3 and 4).
+"""JacORB 3.9 (an independent Java ORB) against pyorb, both directions: char code sets and GIOP 1.1 wide text.
 
 The peers are tests/peers/jacorb/JacClient.java (Dynamic Invocation) and
 JacServer.java (Dynamic Skeleton): no IDL compiler, the echo operations of

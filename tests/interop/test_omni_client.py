@@ -85,7 +85,7 @@ def test_omniorb_client_sync_servant(servers: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("char", ["UTF-8", "ISO-8859-1"])
 def test_omniorb_client_through_corbaloc(servers: dict[str, str], char: str) -> None:
-    """A corbaloc URL carries no code sets (issue #11 item 3).  omniORB locates such a
+    """A corbaloc URL carries no code sets.  omniORB locates such a
     reference first; pyorb forwards it to the full IOR, so every case passes as with
     the IOR itself, Unicode and wide text included.  echo_wchar is left out: the
     COMM_FAILURE omniORBpy makes of it sends omniORB back to the corbaloc reference."""

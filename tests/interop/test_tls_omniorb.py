@@ -1,4 +1,4 @@
-"""IIOP over TLS with an independent peer: omniORB 4.2 C++ and its SSL transport (issue #14).
+"""IIOP over TLS with an independent peer: omniORB 4.2 C++ and its SSL transport.
 
 The peers are tests/peers/omnicxx/echo_server.cc and echo_client.cc, built
 here with Debian's omniORB packages (``.ci/run`` installs them).  The
