@@ -1,14 +1,64 @@
-"""Shared fixtures: every asyncio test runs on both asyncio's loop and uvloop."""
+"""Shared fixtures: every asyncio test runs on both asyncio's loop and uvloop.
+
+Test modules that open sockets or start processes are marked ``integration``
+(``interop`` tests are, too, by :func:`pytest_collection_modifyitems`), so
+``pytest -m "not integration"`` is the fast unit run.  With
+``PYORB_UNIT_GUARD=1`` every test not marked ``integration`` fails if it
+makes an IP socket or starts a process (see :func:`unit_guard`).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable, Mapping
+import os
+import socket
+import subprocess
+from typing import Any, AsyncIterator, Callable, Iterator, Mapping
 
 import pytest
 import pytest_asyncio
 
 import pyorb
+
+
+@pytest.hookimpl(trylast=True)  # after tests/interop/conftest.py has marked its items
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("interop") and not item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def unit_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Under ``PYORB_UNIT_GUARD=1``, a test not marked ``integration`` that makes an
+    IP socket or starts a process fails: the check that the unit run is one.
+
+    It sees what Python code does during the test itself: uvloop's sockets
+    (made in C) and module- or session-scoped fixtures set up before it are
+    out of its sight, so run the unit subset with it on asyncio's loop too
+    (every asyncio test runs on both).
+    """
+    if os.environ.get("PYORB_UNIT_GUARD") != "1" or request.node.get_closest_marker("integration"):
+        yield
+        return
+    tried: list[str] = []
+    real_socket = socket.socket
+
+    class GuardedSocket(real_socket):  # type: ignore[misc, valid-type]
+        def __init__(self, family: int = -1, *args: Any, **kwargs: Any) -> None:
+            if family in (socket.AF_INET, socket.AF_INET6, -1):  # the loop's self-pipe (AF_UNIX) may be made
+                tried.append(f"socket.socket({family}, ...)")
+                raise OSError(f"unit_guard: {request.node.nodeid} is not marked integration but makes an IP socket")
+            super().__init__(family, *args, **kwargs)
+
+    def no_process(*args: Any, **kwargs: Any) -> None:
+        tried.append(f"subprocess.Popen({args[1] if len(args) > 1 else kwargs.get('args')!r})")
+        raise OSError(f"unit_guard: {request.node.nodeid} is not marked integration but starts a process")
+
+    monkeypatch.setattr(socket, "socket", GuardedSocket)
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    yield
+    assert not tried, f"{request.node.nodeid} is not marked integration but tried: {tried}"
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Callable[[], Any]]:
