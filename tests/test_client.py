@@ -1,5 +1,9 @@
 """The asyncio client against pyorb servers: AMI futures, timeouts,
-cancellation, connection failures, reconnection and LOCATION_FORWARD."""
+cancellation, connection failures, reconnection and LOCATION_FORWARD.
+
+The tests of the ``served`` pair run twice: over loopback TCP (marked
+``integration``) and joined in memory (``pyorb.testing.memory_pair``: the
+same client and server code, no socket), which the fast unit run keeps."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pyorb.client.deadlines import Deadlines
 from pyorb.giop import codec, fast12
 from pyorb.giop.ior import IOR, build_ior
 from pyorb.giop.messages import CancelRequest
+from pyorb.testing.memory import memory_pair, transport_pair
 
 IDL = pyorb.load_idl("idl/stock.idl")
 Stock, Stock__POA = IDL.Stock, IDL.Stock__POA
@@ -47,9 +52,16 @@ async def _servant_cancelled(servant: SlowQuoter) -> None:
     assert servant.cancelled == 1
 
 
-@pytest_asyncio.fixture
-async def served() -> AsyncIterator[tuple[pyorb.Server, pyorb.Client, SlowQuoter, Any]]:
+@pytest_asyncio.fixture(params=[pytest.param("tcp", marks=pytest.mark.integration), "memory"])
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[tuple[pyorb.Server, pyorb.Client, SlowQuoter, Any]]:
+    """A server and a client over loopback TCP, and the same joined in memory (no socket)."""
     servant = SlowQuoter()
+    if request.param == "memory":
+        server = pyorb.Server()
+        async with memory_pair(server) as client:
+            key = server.activate(servant, "Slow")
+            yield server, client, servant, client.resolve(server.ior(key), Stock.Quoter)
+        return
     async with pyorb.Server() as server, pyorb.Client() as client:
         key = server.activate(servant, "Slow")
         yield server, client, servant, client.resolve(server.ior(key), Stock.Quoter)
@@ -111,6 +123,7 @@ async def test_finished_calls_leave_no_deadline_or_slot(served: Any) -> None:
     assert next(iter(client._conns.values())).pending == {}
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_calls_under_the_configured_timeout_leave_no_deadline_and_still_time_out() -> None:
     # The proxy's common path with Config.call_timeout: each reply drops its deadline in the reply's one frame.
@@ -135,6 +148,7 @@ async def test_a_timeout_never_fires_early(served: Any) -> None:
         assert loop.time() - start >= timeout - 0.001  # uvloop's clock counts whole milliseconds
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_calls_made_while_connecting_wait_in_one_queue() -> None:
     async with pyorb.Server() as server, pyorb.Client() as client:
@@ -147,6 +161,7 @@ async def test_calls_made_while_connecting_wait_in_one_queue() -> None:
         assert client._queued == {}
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_calls_queued_for_an_unreachable_server_all_fail_transient() -> None:
     with socket.socket() as probe:  # a port nobody listens on
@@ -160,7 +175,7 @@ async def test_calls_queued_for_an_unreachable_server_all_fail_transient() -> No
 
 
 @pytest.mark.asyncio
-async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any) -> None:
+async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any, request: pytest.FixtureRequest) -> None:
     """Request and CancelRequest in one read: the coroutine servant never
     starts, and the request is still counted as finished."""
     server, _, servant, quoter = served
@@ -168,10 +183,15 @@ async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any) -> 
     host, port = ior.profiles[0].host, ior.profiles[0].port
     body = b"\x03\x00\x00\x00" + b"10\x00"  # the string "10" (length counts the NUL), little-endian
     data = fast12.encode_request_12(7, 3, b"Raw", "get_quote", body, True) + codec.encode(CancelRequest(7))
-    reader, writer = await asyncio.open_connection(host, port)
+    writer: asyncio.WriteTransport | asyncio.StreamWriter
+    if request.node.callspec.params["served"] == "memory":
+        conn = server.new_connection()
+        writer, theirs = transport_pair(asyncio.get_running_loop(), asyncio.Protocol(), conn)
+        conn.connection_made(theirs)
+    else:
+        _, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(data)
-        await writer.drain()
         for _ in range(200):  # until the request was taken and ended (or 2 s)
             (loop_stats,) = server.stats().strategies
             if loop_stats.served + loop_stats.in_flight:
@@ -187,6 +207,7 @@ async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any) -> 
         writer.close()
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_default_timeout_from_config() -> None:
     servant = SlowQuoter()
@@ -209,6 +230,7 @@ async def test_connection_loss_fails_pending_calls_then_reconnects(served: Any) 
     assert await quoter.get_quote("1") == 1  # a new connection
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_refused_connection_raises_transient() -> None:
     with socket.socket() as s:  # a port that nobody listens on
@@ -235,6 +257,7 @@ async def test_unknown_object_and_operation(served: Any) -> None:
     assert await quoter._is_a("IDL:Other:1.0") is False
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_location_forward_is_followed() -> None:
     servant = SlowQuoter()
@@ -246,6 +269,7 @@ async def test_location_forward_is_followed() -> None:
         assert servant.started == 1
 
 
+@pytest.mark.integration
 @pytest.mark.asyncio
 async def test_forwarding_loop_ends_with_transient() -> None:
     async with pyorb.Server() as server, pyorb.Client(pyorb.Config(max_forwards=3)) as client:

@@ -8,7 +8,7 @@ import logging
 import ssl
 import time
 from types import TracebackType
-from typing import Any, Callable, Collection, Sequence, TypeVar, overload
+from typing import Any, Awaitable, Callable, Collection, Sequence, TypeVar, overload
 
 from omniORB import CORBA
 
@@ -32,6 +32,8 @@ P = TypeVar("P", bound=ObjectRef)
 # A proxy class, seen as its constructor: matching on ``type[P]`` would also
 # match a bare ``type`` and leave mypy with nothing to infer.
 ProxyClass = Callable[["Client", IOR], P]
+# loop.create_connection's shape: (protocol factory, host, port, **options) -> (transport, protocol).
+Connector = Callable[..., Awaitable[tuple[asyncio.BaseTransport, Any]]]
 
 class Client:
     """Calls objects on any GIOP server; all calls to one endpoint share one
@@ -61,12 +63,17 @@ class Client:
     ejects a member that stopped answering before its calls time out (see
     :class:`~pyorb.client.balancer.OutlierDetection`; None turns it off);
     the idempotent calls it holds then go to another member.
+
+    ``connect`` opens connections in place of ``loop.create_connection``
+    (same arguments, same result): a test's in-memory transport, say
+    (:func:`pyorb.testing.memory_pair`).
     """
 
     def __init__(
         self, config: Config = DEFAULT_CONFIG, *, tls: ssl.SSLContext | bool | None = None,
         interceptors: Sequence[ClientInterceptor] = (),
         balancing: str = "round_robin", outlier_detection: OutlierDetection | None = OutlierDetection(),
+        connect: Connector | None = None,
     ) -> None:
         if balancing not in POLICIES:
             raise ValueError(f"unknown balancing policy {balancing!r}; known: {', '.join(POLICIES)}")
@@ -83,6 +90,7 @@ class Client:
         self._queued: dict[Endpoint, list[tuple[Invocation, Route]]] = {}
         self._sweeping: asyncio.TimerHandle | None = None  # outlier detection's timer, while group calls are out
         self._closed = False
+        self._connect = connect
         ensure_orb()
 
     # -- references ------------------------------------------------------------
@@ -278,9 +286,10 @@ class Client:
             secure = {"ssl": self.tls_context, "server_hostname": host,
                       "ssl_handshake_timeout": self.config.tls_handshake_timeout}
         try:
+            connect = loop.create_connection if self._connect is None else self._connect
+            conn: ClientConnection
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: ClientConnection(self.config, self._forget, endpoint), host, port,
-                                       **secure),
+                connect(lambda: ClientConnection(self.config, self._forget, endpoint), host, port, **secure),
                 self.config.connect_timeout + (self.config.tls_handshake_timeout if tls else 0.0),
             )
         except (OSError, asyncio.TimeoutError, ConnectionError) as exc:

@@ -273,7 +273,14 @@ class Server:
         self._on_closed = self._connection_closed  # one bound method, shared by every connection
 
     # -- lifecycle -----------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, *, listen: bool = True) -> None:
+        """Listen on the endpoints and serve.
+
+        ``listen=False`` binds nothing: the server then serves only the
+        connections handed to it through :meth:`new_connection` (an
+        in-memory pair in tests, see :func:`pyorb.testing.memory_pair`), and
+        its IORs name the address it was made with (port 1 for port 0, so
+        that a reference still gives a route)."""
         if self._started:
             raise RuntimeError("server already started")
         loop = asyncio.get_running_loop()
@@ -286,13 +293,13 @@ class Server:
         bound: list[tuple[str, int]] = []
         tls_bound: list[tuple[str, int]] = []
         try:
-            for host, port in self._binds:
+            for host, port in self._binds if listen else ():
                 listener = await loop.create_server(
                     self._make_connection, host or None, port, reuse_port=self._reuse_port or None,
                     backlog=ACCEPT_BACKLOG)
                 self._listeners.append(listener)
                 bound.append((host, listener.sockets[0].getsockname()[1]))
-            for host, port in self._tls_binds:
+            for host, port in self._tls_binds if listen else ():
                 assert self._tls is not None
                 sockets = listening_sockets(host, port, backlog=ACCEPT_BACKLOG, reuse_port=self._reuse_port)
                 tls_listener = TLSListener(sockets, self._tls, self.config.tls_handshake_timeout,
@@ -310,7 +317,7 @@ class Server:
         for tls_listener in self._tls_listeners:
             tls_listener.start()
         self._started = True
-        self._published = published_addresses(bound or tls_bound, self._publish)
+        self._published = published_addresses(bound or tls_bound or [(self._host, self._port or 1)], self._publish)
         self._host, self._port = self._published[0]
         if self._tls is not None:
             required = not bound
@@ -330,6 +337,14 @@ class Server:
         if self._ssl is not None:
             published += f" (TLS port {self._ssl.port}{', TLS only' if self._ssl.requires_tls else ''})"
         log.info("pyorb server listening on %s, publishing %s", shown, published)
+
+    def new_connection(self) -> ServerConnection:
+        """The protocol for one more client connection, made as the listeners make
+        theirs (counted, limited, closed with the server): give it a transport
+        made elsewhere with ``connection_made``.  The server must be started."""
+        if self._inbox is None:
+            raise RuntimeError("Server.new_connection: the server is not started (await server.start() first)")
+        return self._make_connection()
 
     def _make_connection(self) -> ServerConnection:
         assert self._inbox is not None  # made by start(), before accepting

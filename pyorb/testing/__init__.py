@@ -11,6 +11,8 @@
   group that account for every call (ok, failed, lost, answered twice).
 * :mod:`pyorb.testing.toxiproxy`: a toxiproxy server on loopback, its
   proxies and their faults (latency, bandwidth, resets, stalls).
+* :mod:`pyorb.testing.memory`: :func:`memory_pair`, a client and server
+  joined by in-memory transports (no sockets).
 * :mod:`pyorb.testing.waiting`: :func:`wait_until` (and its blocking twin),
   polling a condition with a time bound.
 * :mod:`pyorb.testing.plugin`: the pytest plugin (entry point ``pyorb``).
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from pyorb.testing.loop import LoopThread as LoopThread
     from pyorb.testing.loop import SyncProxy as SyncProxy
     from pyorb.testing.loop import new_event_loop as new_event_loop
+    from pyorb.testing.memory import memory_pair as memory_pair
     from pyorb.testing.waiting import wait_until as wait_until
     from pyorb.testing.waiting import wait_until_blocking as wait_until_blocking
 
@@ -47,6 +50,7 @@ _EXPORTS = {
     "RunningServer": "pyorb.testing.kit",
     "ServerProcess": "pyorb.testing.kit",
     "free_port": "pyorb.testing.kit",
+    "memory_pair": "pyorb.testing.memory",
     "wait_until": "pyorb.testing.waiting",
     "wait_until_blocking": "pyorb.testing.waiting",
 }
