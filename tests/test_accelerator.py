@@ -27,6 +27,8 @@ from pyorb.aio import protocol
 from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal import layout
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -23,6 +23,8 @@ from pyorb.server.strategies.policy import GLANCES, AdaptivePolicy, Advice, Obse
 from pyorb.testing import LoopThread
 from pyorb.testing.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 OP = "Bench::Sink.work"

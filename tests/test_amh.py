@@ -13,6 +13,8 @@ from omniORB import CORBA
 
 import pyorb
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl("idl/stock.idl")
 Stock, Stock__POA = IDL.Stock, IDL.Stock__POA
 AMHQuoter = pyorb.amh_skeleton(Stock__POA.Quoter)

@@ -18,6 +18,8 @@ import pyorb
 from pyorb.interceptors.auth import ANONYMOUS, ANYONE, Authorizer, BearerToken, Rule, caller
 from pyorb.testing.certs import TestPKI, make_pki
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 

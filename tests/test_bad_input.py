@@ -19,6 +19,8 @@ import pyorb
 from pyorb.giop import codec
 from pyorb.giop.messages import Request
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl("idl/stock.idl")
 Stock, Stock__POA = IDL.Stock, IDL.Stock__POA
 MAX = 64 * 1024

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_ROWS = ("reactive", "thread_pool(8)", "thread_per_connection", "thread_per_request", "threaded",
               "locality(8)", "amh (AMH servant)", "omniORBpy thread/conn", "omniORBpy pool(8)",

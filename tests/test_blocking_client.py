@@ -29,6 +29,8 @@ from tests.interop.servants import Interop, TypesCoroutine
 from tests.interop.test_pyorb_client import CASES, PyorbContext, expected_failures
 from tests.peers import omni_client
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 Stock = test_client.Stock
 Bench = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench

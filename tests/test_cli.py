@@ -26,6 +26,8 @@ import pytest
 from pyorb.giop.ior import IOR, ORB_TYPE_OMNIORB, IIOPProfile, TaggedComponent, TaggedProfile, build_ior
 from pyorb.testing.kit import NameServer, ServerProcess
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 STOCK_IDL = ROOT / "idl" / "stock.idl"
 INTEROP_IDL = ROOT / "idl" / "interop.idl"

@@ -22,6 +22,8 @@ from omniORB import CORBA
 import pyorb
 from pyorb.client.proxy import proxy_class
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 IDL = pyorb.load_idl(ROOT / "idl" / "clientapi.idl")
 ClientApi, ClientApi__POA = IDL.ClientApi, IDL.ClientApi__POA

@@ -40,6 +40,8 @@ from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.ior import IOR, TaggedProfile, build_ior
 from tests.fuzz.malformed import header, mutate, with_size
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl(Path(__file__).resolve().parents[1] / "idl" / "bench.idl")
 SEED = 20261123
 CALLS = 150

@@ -24,6 +24,8 @@ from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.codesets import CS_ISO8859_1, CS_UTF8, CS_UTF16, code_sets_context
 from pyorb.giop.messages import NEED_DATA, Reply, ReplyStatus, Request
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Interop = pyorb.load_idl("idl/interop.idl").Interop
 Interop__POA = pyorb.load_idl("idl/interop.idl").Interop__POA
 ISO_8859_2 = 0x00010002

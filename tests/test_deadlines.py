@@ -43,6 +43,8 @@ from pyorb.giop.policies import (
 from pyorb.interceptors import ClientRequestInfo
 from pyorb.testing import LoopThread, kit
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 bench = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = bench.Bench, bench.Bench__POA
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 
 def test_demo_runs_and_reports() -> None:
     done = subprocess.run(

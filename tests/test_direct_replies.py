@@ -29,6 +29,8 @@ from pyorb.aio.protocol import GIOPProtocol
 from pyorb.testing.waiting import wait_until
 from tests.test_inline_path import CALLS, Interop, Types, outcome
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 bench = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = bench.Bench, bench.Bench__POA
 

@@ -35,6 +35,8 @@ from pyorb.giop.messages import ServiceContext
 from pyorb.testing.certs import TestPKI
 from tests.interop.servants import BenchEcho, Interop
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 
 

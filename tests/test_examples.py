@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXPECT = {
     "amh_stock_quoter.py": ["300 quotes through the AMH middle tier, first three: [120, 7, 98]", "Invalid_Stock_Symbol"],

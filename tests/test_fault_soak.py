@@ -15,6 +15,8 @@ import pytest
 
 from pyorb.testing import netns
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

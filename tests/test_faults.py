@@ -28,6 +28,8 @@ from pyorb.testing.groupload import LoadResult, run
 from pyorb.testing.kit import ServerProcess
 from pyorb.testing.toxiproxy import Proxy, Toxiproxy, find_server
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 

@@ -21,6 +21,8 @@ from pyorb.testing import LoopThread
 from tests.interop.conftest import OmniServer, failures, run_omni_client
 from tests.interop.servants import TypesCoroutine
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Interop = pyorb.load_idl("idl/interop.idl").Interop
 FRAGMENT = 512
 BLOB = bytes(range(256)) * 100  # 25,600 octets: fifty-odd fragments

@@ -30,6 +30,8 @@ from pyorb.testing.kit import ServerProcess
 from tests.interop.conftest import failures, run_omni_client
 from tests.interop.servants import TypesCoroutine
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 

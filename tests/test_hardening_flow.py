@@ -23,6 +23,8 @@ import pytest
 from tests.attacks import flow_attacks as fa
 from pyorb.testing.kit import ServerProcess
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 TRANSIENT = b"IDL:omg.org/CORBA/TRANSIENT:1.0"
 

@@ -40,6 +40,8 @@ from pyorb.testing.kit import ServerProcess
 
 from tests.attacks import hostile_values as hostile
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 IDL = ROOT / "idl" / "hardening.idl"
 Hardening = pyorb.load_idl(IDL).Hardening

@@ -29,6 +29,7 @@ def test_load_idl_errors_are_clear(tmp_path: Path) -> None:
         pyorb.load_idl(bad)
 
 
+@pytest.mark.integration  # imports the modules in another interpreter
 def test_compile_idl_writes_importable_modules(tmp_path: Path) -> None:
     pyorb.compile_idl("idl/bench.idl", tmp_path)
     done = subprocess.run(

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 _BARE = Path(tempfile.mkdtemp(prefix="pyorb-bare-path-"))
 (_BARE / "sh").symlink_to("/bin/sh")

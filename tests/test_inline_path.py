@@ -23,6 +23,8 @@ from omniORB import CORBA
 import pyorb
 from pyorb.server.adapter import ObjectAdapter
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 interop = pyorb.load_idl("idl/interop.idl")
 Interop, Interop__POA = interop.Interop, interop.Interop__POA
 

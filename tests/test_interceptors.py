@@ -23,6 +23,8 @@ from pyorb.testing.certs import TestPKI, make_pki
 from tests.interop.conftest import OmniServer, failures, run_omni_client
 from tests.interop.servants import TypesCoroutine
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 Interop = pyorb.load_idl("idl/interop.idl").Interop
 import Bench__POA  # noqa: E402  (made by load_idl)

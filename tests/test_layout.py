@@ -606,6 +606,7 @@ def test_kind_numbers_match_omniorb() -> None:
         assert getattr(cdrscan, renamed.get(name, name.upper())) == getattr(omniORB.tcInternal, name), name
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_importing_the_layout_walk_does_not_import_omniorb() -> None:
     """The GIOP layer may use realign_fragments without loading omniORB."""
     code = "import sys, pyorb.marshal.layout; assert 'omniORB' not in sys.modules and '_omnipy' not in sys.modules"

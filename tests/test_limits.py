@@ -17,6 +17,8 @@ import pyorb
 from pyorb.testing import LoopThread
 from pyorb.testing.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 bench = pyorb.load_idl("idl/bench.idl")
 interop = pyorb.load_idl("idl/interop.idl")
 Bench, Bench__POA = bench.Bench, bench.Bench__POA

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 TIMEOUT_S = 150
 COMMANDS = {
     "client-scalability": ["--models", "amh-st,omniorb-tpc", "--clients", "3", "--delays", "0.02"],

@@ -20,6 +20,8 @@ import pytest
 
 from tests.test_blocking_client import Peer, sink_peer
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILES = ROOT / "loadtests" / "locustfiles"
 RUN_TIME = "3s"

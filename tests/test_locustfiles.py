@@ -18,6 +18,8 @@ from tests.interop.servants import TypesSync
 from tests.test_docs import blocks_of
 from tests.test_locust import ROOT, Run, csv_row, run_locust
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Start = Callable[..., ServerProcess]
 
 

@@ -13,6 +13,8 @@ import pyorb
 from pyorb.interceptors.auth import Authorizer, BearerToken, Rule
 from pyorb.server.metrics import serve_metrics
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 

@@ -30,7 +30,7 @@ NotFound = CosNaming.NamingContext.NotFound
 AlreadyBound = CosNaming.NamingContext.AlreadyBound
 InvalidName = CosNaming.NamingContext.InvalidName
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.integration, pytest.mark.interop]
 
 
 class Doubler(Bench__POA.Echo):

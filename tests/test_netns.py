@@ -22,6 +22,8 @@ import pytest
 from pyorb.giop.ior import IOR, GroupComponent, group_ior
 from pyorb.testing import netns
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "tests" / "peers" / "group_client.py"
 SINKS = ("sink1", "sink2", "sink3")

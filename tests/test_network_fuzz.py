@@ -44,6 +44,8 @@ from pyorb.giop.ior import IOR
 from tests.fuzz.malformed import Case, CaseMaker
 from tests.giop.test_properties import run
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = "tests.fuzz.stats_server"
 BENCH = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench

@@ -17,6 +17,8 @@ from omniORB import CORBA
 import pyorb
 from pyorb.testing.kit import ServerProcess, free_port
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 Stock = pyorb.load_idl(ROOT / "idl" / "stock.idl").Stock
 

@@ -18,6 +18,8 @@ import pyorb
 from pyorb.client.connection import ClientConnection
 from pyorb.testing.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 
 async def _connected() -> tuple[ClientConnection, bytearray, asyncio.AbstractServer]:
     received = bytearray()

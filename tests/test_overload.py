@@ -23,6 +23,8 @@ from pyorb.loadtest.openloop import Outcomes, capacity, offer
 from pyorb.server.admission import SHED_MINOR, AdmissionPolicy, CoDel
 from pyorb.testing.kit import ServerProcess
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 TRANSIENT = "IDL:omg.org/CORBA/TRANSIENT:1.0"
 COMPLETED_NO = 1

@@ -19,6 +19,8 @@ from pyorb.giop.ior import IOR, GroupComponent, group_ior
 from pyorb.testing import netns
 from pyorb.testing.groupload import LoadResult
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 SINKS = ("sink1", "sink2", "sink3")
 CALLERS = 30
 PARTITION_AT = 3.0  # seconds after the client starts (about 1.5 s of it is start-up)

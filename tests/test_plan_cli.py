@@ -12,6 +12,8 @@ from pyorb.cli.app import run
 from pyorb.cli.plan import client_counts, duration, stats_json
 from pyorb.server.call.stats import RecorderSnapshot, ServerStats, Timing
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 
 def plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = run(["plan", *args])

@@ -24,6 +24,8 @@ from pyorb.giop import GIOPConnection, Message, Role
 from tests.fuzz.malformed import ping_request
 from tests.giop.test_properties import run
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl(Path(__file__).resolve().parents[1] / "idl" / "bench.idl")
 READ_TIMEOUT_S = 0.3
 STEP_S = READ_TIMEOUT_S / 6  # each message completes this soon after it starts

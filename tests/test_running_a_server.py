@@ -26,6 +26,8 @@ from pyorb.giop.ior import IOR, GroupComponent, group_ior
 from pyorb.testing.kit import child_env
 from tests.test_docs import blocks_of
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 (SERVER,) = [b for b in blocks_of(ROOT / "docs" / "getting-started.md") if "server" in b.info]
 Stock = pyorb.load_idl(ROOT / "idl" / "stock.idl").Stock

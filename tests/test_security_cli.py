@@ -17,6 +17,8 @@ from pyorb.giop.ior import IOR
 from pyorb.testing.certs import TestPKI, make_pki
 from pyorb.testing.kit import ServerProcess
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 Bench = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
 PYORB = [sys.executable, "-m", "pyorb"]

@@ -20,6 +20,8 @@ from pyorb.giop.cdr import CDRReader
 from pyorb.giop.ior import IOR
 from tests.test_strategies import ALL_SPECS
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 SINK_ID = "IDL:Bench/Sink:1.0"

@@ -16,7 +16,7 @@ import pyorb
 from pyorb.idl import bench_idl
 
 Bench = bench_idl().Bench
-pytestmark = pytest.mark.client_loop_only  # the servers run in their own processes
+pytestmark = [pytest.mark.integration, pytest.mark.client_loop_only]  # the servers run in their own processes
 
 
 class Proc:

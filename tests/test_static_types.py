@@ -21,6 +21,8 @@ import pyorb
 from pyorb.giop.ior import IOR
 from pyorb.marshal import ensure_orb
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 Interop = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop
 Interop__POA = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop__POA

@@ -20,6 +20,8 @@ from pyorb.server import strategies
 from pyorb.testing import LoopThread
 from pyorb.testing.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 IDL = pyorb.load_idl("idl/bench.idl")
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 

@@ -27,6 +27,8 @@ from omniORB import CORBA
 import pyorb
 from pyorb.idl.stubs import sibling_name, read_modules, write_stubs
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 REPO = Path(__file__).resolve().parent.parent
 IDL_DIR = REPO / "idl"
 IDLS = [IDL_DIR / "stock.idl", IDL_DIR / "bench.idl", IDL_DIR / "interop.idl"]

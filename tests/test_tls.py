@@ -32,6 +32,8 @@ from pyorb.giop.ior import (
 from pyorb.testing.certs import TestPKI, make_pki
 from pyorb.testing.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 from tests.interop.servants import BenchEcho  # noqa: E402
 

@@ -25,6 +25,8 @@ import pyorb
 from pyorb.interceptors import TRACE_CONTEXT_ID
 from pyorb.interceptors.tracing import ClientTracing, ServerTracing, decode_carrier, encode_carrier
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("idl/bench.idl").Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 

@@ -13,6 +13,8 @@ from pyorb.loadtest import report
 
 from tests.test_strategies import Echo
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 
 @pytest.mark.parametrize("width", [3.0, 5.0, 12.0])
 def test_figure_footer_stays_inside_the_figure(width: float) -> None:

@@ -21,6 +21,8 @@ from pyorb.server.workers import Supervisor, WorkerError, WorkerPolicy
 from pyorb.testing.kit import ServerProcess
 from pyorb.testing.waiting import wait_until_blocking
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 Bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
 
 

@@ -21,6 +21,8 @@ from pyorb.giop import GIOPConnection, Message, ProtocolError, Role
 from pyorb.giop.ior import IOR, parse_reference
 from tests.giop.test_properties import run
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORPUS = HERE / "corpus"

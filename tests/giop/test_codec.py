@@ -307,6 +307,7 @@ def test_encode_refuses_non_messages() -> None:
         encode("GIOP")  # type: ignore[arg-type]
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_import_is_cheap() -> None:
     """Importing pyorb.giop pulls in no asyncio, omniORB or threading."""
     code = (

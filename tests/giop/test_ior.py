@@ -223,6 +223,7 @@ def test_omniorb_multi_address_corbaloc_uses_alternates() -> None:
     assert p.alternate_addresses == (("::1", 99),)
 
 
+@pytest.mark.integration  # omniORBpy processes print the IORs
 def test_live_omniorb_iors(live_iors: dict[str, str]) -> None:
     for name, text in live_iors.items():
         assert IOR.from_string(text).to_string() == text, name
@@ -349,6 +350,7 @@ def test_build_ior_rejects(host: str, port: int, version: tuple[int, int]) -> No
 _CATIOR_PROFILE = re.compile(r"IIOP (\d)\.(\d) (\S+) (\d+) (?:\S+ )?0x([0-9a-f]*)")
 
 
+@pytest.mark.integration  # runs catior
 @pytest.mark.parametrize(
     ("host", "version", "little_endian"),
     [("127.0.0.1", (1, 2), True), ("::1", (1, 2), False), ("localhost", (1, 1), True)],
@@ -677,6 +679,7 @@ def fake_server() -> Iterator[tuple[int, list[dict[int, bytes]]]]:
     listener.close()
 
 
+@pytest.mark.integration  # a socket server that omniORB calls
 @pytest.mark.parametrize(
     "code_sets",
     [DEFAULT_CODE_SETS, OMNI_CODE_SETS, _info((OTHER, CS_UTF8), (CS_UTF16,)), None],

@@ -19,6 +19,8 @@ import pyorb.idl
 from pyorb import naming
 from pyorb.testing.plugin import NameServer, PeerProcessError, SyncClient
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 HERE = Path(__file__).resolve().parent
 IDL_PATH = HERE / "shop.idl"
 IDL = pyorb.load_idl(IDL_PATH)
