@@ -117,7 +117,8 @@ class Calibration:
 
     The defaults were measured on the 2-core machine of the benchmarks
     (``benchmarks/bench_strategies.py``, omniORBpy clients, each on its own
-    connection, docs/benchmarks.md "run 4", 2026-11-23): ``overhead`` is the
+    connection, 2026-11-23; docs/benchmarks.md "Every model, echo and 1 ms
+    of CPU"): ``overhead`` is the
     server's CPU per echo call at 64 clients, where the loop is busy and
     hand-offs batch; ``handoff`` is the extra latency per call at 1 client
     over the 64-client CPU (the thread's wake-up).  ``client`` is the echo
