@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any
+from typing import Any, AsyncIterator
 
 import pytest
+import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
@@ -84,27 +85,31 @@ async def test_replies_beyond_the_write_buffer_pause_the_writer_and_all_arrive(n
         assert not conn.write_paused
 
 
-@pytest.mark.asyncio
-async def test_closing_the_client_ends_the_servers_connection() -> None:
+@pytest_asyncio.fixture
+async def echoing() -> AsyncIterator[tuple[pyorb.Server, pyorb.Client, Any]]:
+    """A server and client joined in memory, and a proxy that has made its connection."""
     server = pyorb.Server()
     async with memory_pair(server) as client:
         echo = client.resolve(server.ior(server.activate(Echo(), "Echo")), bench.Bench.Echo)
         assert await echo.ping(1) == 1
-        await client.close()
-        await wait_until(lambda: not server.connections, 5.0)
+        yield server, client, echo
 
 
 @pytest.mark.asyncio
-async def test_an_aborted_server_connection_fails_the_calls_on_it_and_the_client_reconnects() -> None:
-    server = pyorb.Server()
-    async with memory_pair(server) as client:
-        quoter = client.resolve(server.ior(server.activate(Echo(), "Echo")), bench.Bench.Echo)
-        assert await quoter.ping(1) == 1
-        (conn,) = server.connections
-        conn.abort()
-        await wait_until(lambda: not client._conns or not next(iter(client._conns.values())).is_open, 5.0)
-        assert await quoter.ping(2) == 2  # a new in-memory connection
-        assert len(server.connections) == 1
+async def test_closing_the_client_ends_the_servers_connection(echoing: Any) -> None:
+    server, client, _ = echoing
+    await client.close()
+    await wait_until(lambda: not server.connections, 5.0)
+
+
+@pytest.mark.asyncio
+async def test_an_aborted_server_connection_fails_the_calls_on_it_and_the_client_reconnects(echoing: Any) -> None:
+    server, client, echo = echoing
+    (conn,) = server.connections
+    conn.abort()
+    await wait_until(lambda: not client._conns or not next(iter(client._conns.values())).is_open, 5.0)
+    assert await echo.ping(2) == 2  # a new in-memory connection
+    assert len(server.connections) == 1
 
 
 @pytest.mark.asyncio
