@@ -178,6 +178,16 @@ class GIOPConnection:
 
     # ------------------------------------------------------------ public API
 
+    def make_bidirectional(self) -> None:
+        """Let requests flow both ways (bidirectional GIOP 1.2, see :mod:`pyorb.giop.bidir`):
+        from now on this end may send and receive every message either role may."""
+        self._receives = self._sends = _RECEIVES[Role.CLIENT] | _RECEIVES[Role.SERVER]
+
+    @property
+    def bidirectional(self) -> bool:
+        """True once :meth:`make_bidirectional` ran."""
+        return self._receives is self._sends
+
     @property
     def in_progress(self) -> bool:
         """True while part of a message or an unfinished fragment train is held.
