@@ -84,15 +84,17 @@ def choose_code_sets(version: Version, server: CodeSetsInfo | None) -> tuple[int
 class RequestWriter:
     """Encodes the requests of one client connection, through its protocol core.
 
-    It owns the request id counter and the choice of code sets with the
+    It owns the request id counter (1, 2, 3, ...; on a bidirectional
+    connection every second id from ``first_id``) and the choice of code sets with the
     first request of the connection (whose CodeSets context tells the
     server); the core keeps them for the connection's life.
     """
 
-    __slots__ = ("_next_id", "_chosen", "core", "little_endian", "max_message_size")
+    __slots__ = ("_next_id", "_first_id", "_step", "_chosen", "core", "little_endian", "max_message_size")
 
-    def __init__(self, config: Config, core: GIOPConnection) -> None:
-        self._next_id = 1
+    def __init__(self, config: Config, core: GIOPConnection, first_id: int = 1, step: int = 1) -> None:
+        self._next_id = self._first_id = first_id
+        self._step = step  # 2 on a bidirectional connection: each side keeps to its parity
         self._chosen = False
         self.core = core
         self.little_endian = config.little_endian
@@ -124,7 +126,8 @@ class RequestWriter:
             contexts += extra_contexts
         cs = core.char_set
         rid = self._next_id
-        self._next_id = (rid + 1) & 0xFFFFFFFF or 1
+        step = self._step
+        self._next_id = rid + step if rid <= 0xFFFFFFFF - step else self._first_id
         le = self.little_endian
         flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
         if version == GIOP_1_2:

@@ -8,7 +8,7 @@ import logging
 import ssl
 import time
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Collection, Sequence, TypeVar, overload
+from typing import Any, Awaitable, Callable, Collection, Protocol, Sequence, TypeVar, overload
 
 from omniORB import CORBA
 
@@ -35,6 +35,14 @@ ProxyClass = Callable[["Client", IOR], P]
 # loop.create_connection's shape: (protocol factory, host, port, **options) -> (transport, protocol).
 Connector = Callable[..., Awaitable[tuple[asyncio.BaseTransport, Any]]]
 
+class CallbackServer(Protocol):
+    """What a client needs of the server whose objects its connections carry
+    calls to (``Client(bidirectional=...)``): ``pyorb.Server`` is one."""
+
+    def callback_connection(self, config: Config, forget: Callable[[ClientConnection], None],
+                            endpoint: Endpoint) -> ClientConnection: ...
+
+
 class Client:
     """Calls objects on any GIOP server; all calls to one endpoint share one
     connection, so thousands of calls in flight cost one socket.
@@ -50,6 +58,13 @@ class Client:
 
     ``interceptors`` add service contexts to each call and see its outcome
     (see :mod:`pyorb.interceptors`).
+
+    ``bidirectional`` (a started :class:`pyorb.Server`, the client's own
+    callback server) offers this client's connections for callbacks
+    (bidirectional GIOP, see docs/bidirectional.md): the first GIOP 1.2
+    request on each names the server's published addresses, and a server
+    that accepts the offer calls that server's objects over the
+    connection this client opened.
 
     Calls to an object group's reference (TAG_FT_GROUP: see
     :func:`pyorb.giop.ior.group_ior`) are spread over its members by
@@ -74,6 +89,7 @@ class Client:
         interceptors: Sequence[ClientInterceptor] = (),
         balancing: str = "round_robin", outlier_detection: OutlierDetection | None = OutlierDetection(),
         connect: Connector | None = None,
+        bidirectional: CallbackServer | None = None,
     ) -> None:
         if balancing not in POLICIES:
             raise ValueError(f"unknown balancing policy {balancing!r}; known: {', '.join(POLICIES)}")
@@ -91,6 +107,9 @@ class Client:
         self._sweeping: asyncio.TimerHandle | None = None  # outlier detection's timer, while group calls are out
         self._closed = False
         self._connect = connect
+        if bidirectional is not None and not callable(getattr(bidirectional, "callback_connection", None)):
+            raise TypeError(f"bidirectional must be a pyorb Server (the callback server), not {type(bidirectional).__name__}")
+        self._callbacks = bidirectional
         ensure_orb()
 
     # -- references ------------------------------------------------------------
@@ -289,7 +308,7 @@ class Client:
             connect = loop.create_connection if self._connect is None else self._connect
             conn: ClientConnection
             _, conn = await asyncio.wait_for(
-                connect(lambda: ClientConnection(self.config, self._forget, endpoint), host, port, **secure),
+                connect(lambda: self._new_connection(endpoint), host, port, **secure),
                 self.config.connect_timeout + (self.config.tls_handshake_timeout if tls else 0.0),
             )
         except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
@@ -306,6 +325,25 @@ class Client:
         # connection that opens (a proxy in front of it, say) proves little.
         self._conns[endpoint] = conn
         return conn
+
+    def _new_connection(self, endpoint: Endpoint) -> ClientConnection:
+        if self._callbacks is not None:
+            return self._callbacks.callback_connection(self.config, self.forget, endpoint)
+        return ClientConnection(self.config, self.forget, endpoint)
+
+    def add_callback_route(self, host: str, port: int, conn: ClientConnection) -> bool:
+        """Send calls to objects at ``host``:``port`` over ``conn``, a connection
+        whose peer offered it for them (bidirectional GIOP), while it is open.
+
+        False, and nothing changes, if calls there already have an open
+        connection (this client's own, or another peer's offer): an offer
+        never takes over calls that have a way to go."""
+        endpoint = Endpoint(host, port, False)
+        held = self._conns.get(endpoint)
+        if held is not None and held.is_open:
+            return held is conn
+        self._conns[endpoint] = conn
+        return True
 
     @property
     def tls_context(self) -> ssl.SSLContext:
@@ -361,7 +399,8 @@ class Client:
         for inv in moving:
             inv.retry_elsewhere()
 
-    def _forget(self, conn: ClientConnection) -> None:
+    def forget(self, conn: ClientConnection) -> None:
+        """No call goes over ``conn`` any more (it closed)."""
         for endpoint, c in list(self._conns.items()):
             if c is conn:
                 del self._conns[endpoint]

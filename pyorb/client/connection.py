@@ -15,7 +15,7 @@ from pyorb.client.calls import Endpoint, RequestWriter, Route
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.connection import Role
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.messages import CloseConnection, LocateReply, Message, MessageError, Reply
+from pyorb.giop.messages import GIOP_1_2, CloseConnection, LocateReply, Message, MessageError, Reply, ServiceContext
 from pyorb.giop.policies import deadline_context
 
 if TYPE_CHECKING:
@@ -31,11 +31,19 @@ class ClientConnection(GIOPProtocol):
 
     def __init__(self, config: Config, on_closed: Callable[[ClientConnection], None],
                  endpoint: Endpoint | None = None) -> None:
-        super().__init__(Role.CLIENT, config)
+        # Not super(): a bidirectional connection is also a server connection, made by its own __init__.
+        GIOPProtocol.__init__(self, Role.CLIENT, config)
+        self.init_calls(on_closed, endpoint)
+
+    def init_calls(self, on_closed: Callable[[ClientConnection], None], endpoint: Endpoint | None,
+                   first_id: int = 1, step: int = 1) -> None:
+        """Make the state of the calls sent on this connection (``first_id``, ``step``: see :class:`RequestWriter`)."""
         self.pending: dict[int, Invocation] = {}
-        self.writer = RequestWriter(config, self.core)
-        self._on_closed = on_closed
+        self.writer = RequestWriter(self.config, self.core, first_id, step)
+        self._forget = on_closed
         self.endpoint = endpoint
+        self.offer: ServiceContext | None = None
+        """A context sent with the next request only (the BI_DIR_IIOP offer of a bidirectional connection)."""
         self._cause = _SERVER_CLOSED
         """Why the connection ended, for the texts of the calls it fails."""
         self.refused: CORBA.SystemException | None = None
@@ -65,6 +73,11 @@ class ClientConnection(GIOPProtocol):
         try:
             intercepted = inv.intercepted
             contexts = intercepted.contexts if intercepted is not None else ()
+            offer = self.offer
+            if offer is not None and route.version == GIOP_1_2:  # bidirectional GIOP is GIOP 1.2's
+                contexts += (offer,)
+            else:
+                offer = None
             if inv.deadlines is not None:  # its time left travels with it (a re-sent call's too)
                 contexts += (deadline_context(Deadlines.time_left(inv.deadline, self.loop), time.time(),
                                               self.writer.little_endian),)
@@ -73,6 +86,8 @@ class ClientConnection(GIOPProtocol):
         except CORBA.SystemException as exc:
             inv.fail(exc)
             return
+        if offer is not None:
+            self.offer = None
         if inv.op.oneway:
             self.send(data)
             inv.succeed(None)
@@ -131,7 +146,7 @@ class ClientConnection(GIOPProtocol):
             self._cause = errors.os_reason(exc)
         self.refused = self._refusal(exc)
         self._fail_all(self.refused)
-        self._on_closed(self)
+        self._forget(self)
 
     def _refusal(self, exc: BaseException | None) -> CORBA.SystemException | None:
         """TRANSIENT (completed NO) if the server refused this TLS connection's

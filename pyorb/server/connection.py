@@ -80,7 +80,8 @@ class ServerConnection(GIOPProtocol):
         refuse: bool = False,
         reference: Callable[[bytes], IOR] | None = None,
     ) -> None:
-        super().__init__(Role.SERVER, config)
+        # Not super(): a bidirectional connection is also a client connection, whose __init__ is not this one's.
+        GIOPProtocol.__init__(self, Role.SERVER, config)
         self.adapter = adapter
         self._convert = objref_converter
         self._on_closed = on_closed

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, ca
 from pyorb.aio.tls import TLSListener, listening_sockets
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
+from pyorb.giop.bidir import bidir_context
 from pyorb.interceptors import ServerInterceptor
 from pyorb.interceptors import check as check_interceptors
 from pyorb.server.admission import AdmissionPolicy
@@ -54,10 +55,30 @@ class ProxyMaker(Protocol):
     async def close(self) -> None: ...
 
 
+class CallbackRoutes(Protocol):
+    """What a server that accepts bidirectional GIOP needs of its client:
+    calls to a listen point a connection offered go over that connection
+    (``pyorb.Client`` is one)."""
+
+    def add_callback_route(self, host: str, port: int, conn: Any) -> bool: ...
+
+    def forget(self, conn: Any) -> None: ...
+
+
 DEFAULT_PROXY_MAKER = "pyorb.client.client:Client"
 """The class a server makes its own proxy maker from, named by import path:
 the server package never imports the client package, the application
 (which uses both) ties them together at run time."""
+
+
+BIDIR_CONNECTION = "pyorb.bidir:BidirConnection"
+"""The connection class of bidirectional GIOP, named by import path: it is
+a client connection too, and lives above both packages."""
+
+
+def _bidir_connection(*args: Any, **kwargs: Any) -> ServerConnection:
+    module, _, name = BIDIR_CONNECTION.partition(":")
+    return cast(ServerConnection, getattr(importlib.import_module(module), name)(*args, **kwargs))
 
 
 def _default_proxy_maker(config: Config) -> ProxyMaker:
@@ -210,6 +231,17 @@ class Server:
     beside plain ones, and IORs offer both.  Client certificates follow the
     context: verified when presented if its ``verify_mode`` is
     CERT_OPTIONAL, required if CERT_REQUIRED.
+
+    ``bidirectional`` accepts bidirectional GIOP (off by default, as in
+    omniORB: a client names its own listen points, which nothing checks).
+    A client that offers its connection (a GIOP 1.2 request with a
+    BI_DIR_IIOP context; over TLS only with a verified certificate) gets
+    the calls this server's client makes to objects at those addresses
+    over that connection, unless calls there already have an open
+    connection (see docs/bidirectional.md).  The server's own objects are
+    reachable over a client's connection whatever this says: a client made
+    with ``Client(bidirectional=server)`` serves them on the connections
+    it opens.
     """
 
     def __init__(
@@ -227,7 +259,11 @@ class Server:
         tls: ssl.SSLContext | None = None,
         tls_endpoints: Sequence[tuple[str, int]] | None = None,
         interceptors: Sequence[ServerInterceptor] = (),
+        bidirectional: bool = False,
     ) -> None:
+        if bidirectional and client is not None and not callable(getattr(client, "add_callback_route", None)):
+            raise TypeError(f"bidirectional=True needs a client with add_callback_route (a pyorb.Client), "
+                            f"not {type(client).__name__}")
         binds = list(endpoints) if endpoints is not None else [(host, port)]
         if not binds:
             raise ValueError("endpoints names no (host, port) to listen on")
@@ -271,6 +307,7 @@ class Server:
         self.connections: set[ServerConnection] = set()
         self.load = ServerLoad(config, self.connections)
         self._on_closed = self._connection_closed  # one bound method, shared by every connection
+        self.bidirectional = bidirectional
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self, *, listen: bool = True) -> None:
@@ -351,8 +388,7 @@ class Server:
         if len(self.connections) >= self.load.max_connections:
             return ServerConnection(self.config, self.adapter, self._convert, _untracked, self.load,
                                     self._inbox, refuse=True)
-        conn = ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
-                                reference=self._full_ior)
+        conn = self._accepted()
         conn.draining = self._closing  # CloseConnection once it is made: its client retries elsewhere
         self.connections.add(conn)
         return conn
@@ -388,8 +424,40 @@ class Server:
         if len(self.connections) + handshaking >= self.load.max_connections:
             self.load.refused(None)  # closed unanswered: no GIOP in clear on a TLS port
             return None
+        return self._accepted()
+
+    def _accepted(self) -> ServerConnection:
+        """The connection for a client this server accepted."""
+        assert self._inbox is not None
+        if self.bidirectional:
+            return _bidir_connection(self.config, self.adapter, self._convert, self._on_closed, self.load,
+                                     self._inbox, forget=self._callback_closed, accept=self._offered,
+                                     reference=self._full_ior)
         return ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
                                 reference=self._full_ior)
+
+    def _offered(self, conn: ServerConnection, points: Sequence[Any]) -> None:
+        """A client offered ``conn`` for calls to objects at ``points``: this server's client sends them there."""
+        routes = cast(CallbackRoutes, self.client)
+        for point in points:
+            if routes.add_callback_route(point.host, point.port, conn):
+                log.debug("calls to %s:%d go over the connection from %s", point.host, point.port, conn.peer)
+            else:
+                log.info("%s offered %s:%d for callbacks, which another open connection serves: not taken",
+                         conn.peer, point.host, point.port)
+
+    def _callback_closed(self, conn: Any) -> None:
+        if self._client is not None:
+            cast(CallbackRoutes, self._client).forget(conn)
+
+    def callback_connection(self, config: Config, forget: Callable[[Any], None], endpoint: Any) -> Any:
+        """A client connection that serves this server's objects to its peer
+        (see ``Client(bidirectional=...)``), offering its published addresses."""
+        if self._inbox is None or not self._started:
+            raise RuntimeError("start the callback server before its client opens connections")
+        offer = bidir_context([(h, p) for h, p in self._published if p], config.little_endian)
+        return _bidir_connection(config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
+                                 forget=forget, endpoint=endpoint, offer=offer)
 
     def _handshake_done(self, conn: asyncio.Protocol | None) -> None:
         if conn is None:

@@ -1,0 +1,132 @@
+"""Bidirectional GIOP: one connection carrying requests both ways.
+
+A client behind NAT or a firewall cannot be called back on a connection of
+the server's own.  With bidirectional GIOP (CORBA 3.0, 15.8) it offers its
+connection instead: its first GIOP 1.2 request carries a BI_DIR_IIOP
+context naming the addresses of its own objects (its listen points, see
+:mod:`pyorb.giop.bidir`), and a server that accepts the offer sends its
+calls to objects at those addresses over that connection.
+
+:class:`BidirConnection` is both a client and a server connection: replies
+to its own calls find them by request id, requests from its peer go to an
+object adapter and are answered on the same connection.  It lives here,
+above both packages, since they never import each other: the client makes
+one through its callback server (``Client(bidirectional=server)``), the
+server for each accepted connection when it accepts offers
+(``Server(bidirectional=True)``), each naming this class by import path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable
+
+from pyorb.aio.protocol import GIOPProtocol
+from pyorb.client.connection import ClientConnection
+from pyorb.giop.bidir import FIRST_ID_ACCEPTOR, FIRST_ID_INITIATOR, ListenPoint, listen_points
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.messages import GIOP_1_2, CloseConnection, LocateReply, Message, MessageError, Reply, Request, \
+    ServiceContext
+from pyorb.server.connection import ObjrefConverter, ServerConnection
+
+if TYPE_CHECKING:
+    from pyorb.client.calls import Endpoint
+    from pyorb.config import Config
+    from pyorb.giop.ior import IOR
+    from pyorb.server.adapter import ObjectAdapter
+    from pyorb.server.load import ServerLoad
+    from pyorb.server.reply import ReplyInbox
+
+log = logging.getLogger(__name__)
+
+ListenPointsOffered = Callable[["BidirConnection", "tuple[ListenPoint, ...]"], None]
+"""What an accepting server does with the listen points a connection offers."""
+
+
+class BidirConnection(ClientConnection, ServerConnection):
+    """A connection on which both ends may send requests.
+
+    The end that opened it (``offer`` given: the BI_DIR_IIOP context sent
+    with its first request) numbers its requests with even ids and serves
+    the requests its peer sends from the start.  The end that accepted it
+    (``accept`` given) numbers its requests with odd ids and sends none
+    until its peer offers the connection: a GIOP 1.2 request with a
+    well-formed BI_DIR_IIOP context, over plain TCP or over TLS from a peer
+    whose certificate was verified.  ``accept`` then gets the listen
+    points.  A malformed context is ignored, logged, and the request runs.
+    """
+
+    def __init__(
+        self, config: Config, adapter: ObjectAdapter, objref_converter: ObjrefConverter,
+        on_closed: Callable[[ServerConnection], None], load: ServerLoad, inbox: ReplyInbox, *,
+        forget: Callable[[ClientConnection], None], endpoint: Endpoint | None = None,
+        offer: ServiceContext | None = None, accept: ListenPointsOffered | None = None,
+        reference: Callable[[bytes], IOR] | None = None,
+    ) -> None:
+        if (offer is None) == (accept is None):
+            raise ValueError("a bidirectional connection either offers itself (offer) or accepts offers (accept)")
+        ServerConnection.__init__(self, config, adapter, objref_converter, on_closed, load, inbox,
+                                  reference=reference)
+        self.init_calls(forget, endpoint, FIRST_ID_INITIATOR if offer is not None else FIRST_ID_ACCEPTOR, 2)
+        self._accept = accept
+        self.listen_points: tuple[ListenPoint, ...] = ()
+        """What the peer offered (accepting end): the addresses whose calls may come this way."""
+        if offer is not None:
+            self.offer = offer
+            self.core.make_bidirectional()
+
+    def message_received(self, message: Message) -> None:
+        kind = type(message)
+        if kind is Request:
+            if self._accept is not None and message.service_contexts:  # type: ignore[union-attr]
+                self._offered(message)  # type: ignore[arg-type]
+            ServerConnection.message_received(self, message)
+        elif kind is Reply or kind is LocateReply or kind is CloseConnection or kind is MessageError:
+            # CloseConnection: the peer runs none of our pending calls (they may be retried), and
+            # answers no more; our own incoming calls still running are dropped as the connection closes.
+            ClientConnection.message_received(self, message)
+        else:  # LocateRequest, CancelRequest
+            ServerConnection.message_received(self, message)
+
+    def _offered(self, req: Request) -> None:
+        """Take the listen points of ``req``'s BI_DIR_IIOP context, if it may offer any."""
+        try:
+            points = listen_points(req.service_contexts)
+        except ProtocolError as exc:
+            log.warning("ignoring the malformed BI_DIR_IIOP context of %s request %d from %s: %s",
+                        req.operation, req.request_id, self.peer, exc.reason)
+            return
+        if points is None:
+            return
+        if req.version != GIOP_1_2:
+            log.info("ignoring the BI_DIR_IIOP context of a GIOP %d.%d request from %s: bidirectional GIOP "
+                     "needs GIOP 1.2", *req.version, self.peer)
+            return
+        transport = self.transport
+        if transport is not None and transport.get_extra_info("ssl_object") is not None \
+                and self.peer_certificate is None:
+            log.info("ignoring the BI_DIR_IIOP context from %s: over TLS, only a peer with a verified "
+                     "certificate may offer its connection for callbacks", self.peer)
+            return
+        self.core.make_bidirectional()
+        self.listen_points = points
+        assert self._accept is not None
+        self._accept(self, points)
+
+    # Unlike a plain server connection, output the peer does not read never holds our reading:
+    # the replies to our own calls come in on it, and holding them could deadlock both ends.
+    def pause_writing(self) -> None:
+        GIOPProtocol.pause_writing(self)
+        self.load.output_paused(self)
+
+    def resume_writing(self) -> None:
+        GIOPProtocol.resume_writing(self)
+        self.load.output_resumed(self)
+        self.unpark()
+
+    def closed(self, exc: BaseException | None) -> None:
+        ClientConnection.closed(self, exc)  # our calls fail, and no route leads here any more
+        ServerConnection.closed(self, exc)  # the peer's queued calls never run
+
+
+__all__ = ["BidirConnection", "ListenPointsOffered"]

@@ -1,0 +1,281 @@
+"""Bidirectional GIOP between pyorb peers: callbacks over the client's connection.
+
+The callback server publishes an address nobody listens on, so the server
+cannot reach it on a connection of its own: a callback either goes over
+the connection the client opened, or fails with TRANSIENT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+import pytest_asyncio
+from omniORB import CORBA
+
+import pyorb
+from pyorb.giop.bidir import BI_DIR_IIOP, bidir_context, listen_points, parse_listen_points
+from pyorb.giop.connection import GIOPConnection, Role
+from pyorb.giop.errors import ProtocolError
+from pyorb.giop.ior import IOR
+from pyorb.giop.messages import GIOP_1_0, GIOP_1_2, NEED_DATA, Reply, ReplyStatus, Request, ServiceContext
+
+ROOT = Path(__file__).resolve().parents[1]
+IDL = pyorb.load_idl(ROOT / "idl" / "bidir.idl")
+BiDir, BiDir__POA = IDL.BiDir, IDL.BiDir__POA
+
+
+class Registry(BiDir__POA.Registry):
+    def __init__(self) -> None:
+        self.kept: Any = None
+        self.outcomes: list[str] = []
+
+    async def call_back(self, listener: Any, text: str) -> str:
+        return str(await listener.notify(text))
+
+    async def subscribe(self, listener: Any) -> None:
+        self.kept = listener
+
+    async def call_kept(self, text: str) -> str:
+        try:
+            return str(await self.kept.notify(text, timeout=0.5))
+        except CORBA.SystemException as exc:
+            self.outcomes.append(type(exc).__name__)
+            raise
+
+
+class Listener(BiDir__POA.Listener):
+    def __init__(self, delay: float = 0.0) -> None:
+        self.heard: list[str] = []
+        self.delay = delay
+        self.cancelled = 0
+
+    async def notify(self, text: str) -> str:
+        self.heard.append(text)
+        try:
+            await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return f"heard {text}"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest_asyncio.fixture
+async def callbacks() -> AsyncIterator[pyorb.Server]:
+    """The client's callback server, published at an address the server cannot connect to."""
+    async with pyorb.Server(publish=f"127.0.0.1:{closed_port()}") as server:
+        yield server
+
+
+async def registry(server: pyorb.Server, client: pyorb.Client, servant: Registry | None = None) -> Any:
+    server.activate(servant or Registry(), "Registry")
+    return client.resolve(server.ior("Registry"), BiDir.Registry)
+
+
+def listener_ref(callbacks: pyorb.Server, client: pyorb.Client, servant: Listener) -> Any:
+    callbacks.activate(servant, "Listener")
+    return client.resolve(callbacks.ior("Listener"), BiDir.Listener)
+
+
+@pytest.mark.asyncio
+async def test_a_callback_goes_over_the_connection_the_client_opened(callbacks: pyorb.Server) -> None:
+    heard = Listener()
+    async with pyorb.Server(bidirectional=True) as server, pyorb.Client(bidirectional=callbacks) as client:
+        reg = await registry(server, client)
+        listener = listener_ref(callbacks, client, heard)
+        assert await reg.call_back(listener, "one") == "heard one"
+        assert await reg.call_back(listener, "two") == "heard two"
+        assert heard.heard == ["one", "two"]
+        assert len(server.connections) == 1  # the client's only: the callbacks opened none
+        assert callbacks.connections == set()  # and nothing connected to the callback server
+
+
+@pytest.mark.asyncio
+async def test_without_the_offer_the_same_callback_is_transient(callbacks: pyorb.Server) -> None:
+    heard = Listener()
+    async with pyorb.Server(bidirectional=True) as server, pyorb.Client() as client:
+        reg = await registry(server, client)
+        listener = listener_ref(callbacks, client, heard)
+        with pytest.raises(CORBA.TRANSIENT):
+            await reg.call_back(listener, "one")
+        assert heard.heard == []
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_does_not_accept_the_offer_opens_its_own_connection(callbacks: pyorb.Server) -> None:
+    heard = Listener()
+    async with pyorb.Server() as server, pyorb.Client(bidirectional=callbacks) as client:
+        reg = await registry(server, client)
+        listener = listener_ref(callbacks, client, heard)
+        with pytest.raises(CORBA.TRANSIENT):
+            await reg.call_back(listener, "one")
+        assert heard.heard == []
+
+
+@pytest.mark.asyncio
+async def test_callbacks_time_out_and_are_cancelled_at_the_client(callbacks: pyorb.Server) -> None:
+    slow = Listener(delay=30.0)
+    servant = Registry()
+    async with pyorb.Server(bidirectional=True) as server, pyorb.Client(bidirectional=callbacks) as client:
+        reg = await registry(server, client, servant)
+        await reg.subscribe(listener_ref(callbacks, client, slow))
+        with pytest.raises(CORBA.TIMEOUT):
+            await reg.call_kept("late")
+        for _ in range(200):  # the CancelRequest reaches the listener's task
+            if slow.cancelled:
+                break
+            await asyncio.sleep(0.025)
+        assert slow.cancelled == 1
+        slow.delay = 0.0
+        assert await reg.call_kept("again") == "heard again"  # the connection still serves both ways
+
+
+@pytest.mark.asyncio
+async def test_a_client_closing_fails_the_servers_pending_callback(callbacks: pyorb.Server) -> None:
+    slow = Listener(delay=30.0)
+    servant = Registry()
+    async with pyorb.Server(bidirectional=True) as server:
+        async with pyorb.Client(bidirectional=callbacks) as client:
+            reg = await registry(server, client, servant)
+            await reg.subscribe(listener_ref(callbacks, client, slow))
+            pending = asyncio.ensure_future(reg.call_kept("never"))
+            for _ in range(200):
+                if slow.heard:
+                    break
+                await asyncio.sleep(0.025)
+            assert slow.heard == ["never"]
+        with pytest.raises(CORBA.SystemException):
+            await pending
+        for _ in range(200):
+            if servant.outcomes:
+                break
+            await asyncio.sleep(0.025)
+        assert servant.outcomes == ["COMM_FAILURE"]  # sent, then the connection was lost: completed MAYBE
+
+
+@pytest.mark.asyncio
+async def test_request_ids_keep_their_parity_in_each_direction(callbacks: pyorb.Server) -> None:
+    async with pyorb.Server(bidirectional=True) as server, pyorb.Client(bidirectional=callbacks) as client:
+        reg = await registry(server, client)
+        listener = listener_ref(callbacks, client, Listener())
+        for n in range(3):
+            await reg.call_back(listener, str(n))
+        (server_side,) = server.connections
+        (client_side,) = [c for c in client._conns.values()]
+        assert client_side.writer._next_id == 2 + 2 * 3  # even: 2, 4, 6
+        assert server_side.writer._next_id == 1 + 2 * 3  # odd: 1, 3, 5
+
+
+@pytest.mark.asyncio
+async def test_a_second_offer_of_the_same_listen_point_takes_no_calls_from_the_first() -> None:
+    port = closed_port()
+    first, second = Listener(), Listener()
+    async with pyorb.Server(bidirectional=True) as server, \
+            pyorb.Server(publish=f"127.0.0.1:{port}") as callbacks_a, \
+            pyorb.Server(publish=f"127.0.0.1:{port}") as callbacks_b, \
+            pyorb.Client(bidirectional=callbacks_a) as client_a, \
+            pyorb.Client(bidirectional=callbacks_b) as client_b:
+        servant = Registry()
+        reg_a = await registry(server, client_a, servant)
+        reg_b = client_b.resolve(server.ior("Registry"), BiDir.Registry)
+        await reg_a.subscribe(listener_ref(callbacks_a, client_a, first))
+        callbacks_b.activate(second, "Listener")  # the same key, behind the same claimed address
+        assert await reg_b.call_kept("b asks") == "heard b asks"  # b's offer came second
+        assert (first.heard, second.heard) == (["b asks"], [])
+
+
+def raw_request(key: bytes, contexts: tuple[ServiceContext, ...], version: Any = GIOP_1_2) -> bytes:
+    return GIOPConnection(Role.CLIENT).send(Request(4, 3, key, "_non_existent", b"", contexts, version, True))
+
+
+async def raw_call(server: pyorb.Server, data: bytes) -> Reply:
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        writer.write(data)
+        core = GIOPConnection(Role.CLIENT)
+        while True:
+            event = core.next_event()
+            if event is NEED_DATA:
+                chunk = await asyncio.wait_for(reader.read(65536), 10)
+                assert chunk, "the server closed the connection"
+                core.receive_data(chunk)
+                continue
+            assert isinstance(event, Reply)
+            return event
+    finally:
+        writer.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("data", [b"", b"\x07", b"\x01\x00\x00\x00\xff\xff\xff\xff",
+                                  b"\x01\x00\x00\x00" + (1).to_bytes(4, "little") + (0).to_bytes(4, "little")])
+async def test_a_malformed_offer_is_ignored_and_logged_and_the_request_runs(
+        caplog: pytest.LogCaptureFixture, data: bytes) -> None:
+    caplog.set_level(logging.WARNING, logger="pyorb.bidir")
+    async with pyorb.Server(bidirectional=True) as server:
+        server.activate(Registry(), "Registry")
+        reply = await raw_call(server, raw_request(b"Registry", (ServiceContext(BI_DIR_IIOP, data),)))
+        assert reply.reply_status == ReplyStatus.NO_EXCEPTION
+        assert "malformed BI_DIR_IIOP" in caplog.text
+        (conn,) = server.connections
+        assert conn.listen_points == ()
+
+
+@pytest.mark.asyncio
+async def test_an_offer_in_a_giop_1_0_request_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="pyorb.bidir")
+    async with pyorb.Server(bidirectional=True) as server:
+        server.activate(Registry(), "Registry")
+        offer = bidir_context([("127.0.0.1", 9)])
+        reply = await raw_call(server, raw_request(b"Registry", (offer,), GIOP_1_0))
+        assert reply.reply_status == ReplyStatus.NO_EXCEPTION
+        assert "needs GIOP 1.2" in caplog.text
+        (conn,) = server.connections
+        assert conn.listen_points == () and not conn.core.bidirectional
+
+
+@pytest.mark.asyncio
+async def test_a_well_formed_offer_is_taken(caplog: pytest.LogCaptureFixture) -> None:
+    async with pyorb.Server(bidirectional=True) as server:
+        server.activate(Registry(), "Registry")
+        offer = bidir_context([("10.0.0.1", 2809), ("callbacks.example", 1)])
+        reply = await raw_call(server, raw_request(b"Registry", (offer,)))
+        assert reply.reply_status == ReplyStatus.NO_EXCEPTION
+        (conn,) = server.connections
+        assert [(p.host, p.port) for p in conn.listen_points] == [("10.0.0.1", 2809), ("callbacks.example", 1)]
+        assert conn.core.bidirectional
+
+
+@pytest.mark.parametrize("little_endian", [True, False])
+def test_listen_points_round_trip(little_endian: bool) -> None:
+    context = bidir_context([("127.0.0.1", 2809), ("::1", 65535)], little_endian)
+    assert context.context_id == BI_DIR_IIOP == 5
+    points = listen_points([ServiceContext(1, b"\x01"), context])
+    assert points is not None
+    assert [(p.host, p.port) for p in points] == [("127.0.0.1", 2809), ("::1", 65535)]
+    assert listen_points([ServiceContext(1, b"\x01")]) is None
+
+
+@pytest.mark.parametrize("data", [b"", b"\x02\x00\x00\x00", b"\x01\x00\x00\x00\x11\x00\x00\x00" + b"\x00" * 200,
+                                  b"\x01\x00\x00\x00\xff\xff\xff\x00",
+                                  b"\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00",
+                                  bidir_context([("h", 1)]).data[:-1]])
+def test_a_malformed_context_is_a_protocol_error(data: bytes) -> None:
+    with pytest.raises(ProtocolError, match="BI_DIR_IIOP|truncated|string"):
+        parse_listen_points(data)
+
+
+def test_a_listen_point_needs_a_port() -> None:
+    with pytest.raises(ValueError, match="1..65535"):
+        bidir_context([("127.0.0.1", 0)])
