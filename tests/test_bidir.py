@@ -22,6 +22,7 @@ from pyorb.giop.bidir import BI_DIR_IIOP, bidir_context, listen_points, parse_li
 from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR
+from pyorb.testing.certs import TestPKI, make_pki
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_2, NEED_DATA, Reply, ReplyStatus, Request, ServiceContext
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,9 +31,10 @@ BiDir, BiDir__POA = IDL.BiDir, IDL.BiDir__POA
 
 
 class Registry(BiDir__POA.Registry):
-    def __init__(self) -> None:
+    def __init__(self, timeout: float = 0.5) -> None:
         self.kept: Any = None
         self.outcomes: list[str] = []
+        self.timeout = timeout
 
     async def call_back(self, listener: Any, text: str) -> str:
         return str(await listener.notify(text))
@@ -42,7 +44,7 @@ class Registry(BiDir__POA.Registry):
 
     async def call_kept(self, text: str) -> str:
         try:
-            return str(await self.kept.notify(text, timeout=0.5))
+            return str(await self.kept.notify(text, timeout=self.timeout))
         except CORBA.SystemException as exc:
             self.outcomes.append(type(exc).__name__)
             raise
@@ -132,7 +134,7 @@ async def test_callbacks_time_out_and_are_cancelled_at_the_client(callbacks: pyo
         await reg.subscribe(listener_ref(callbacks, client, slow))
         with pytest.raises(CORBA.TIMEOUT):
             await reg.call_kept("late")
-        for _ in range(200):  # the CancelRequest reaches the listener's task
+        for _ in range(400):  # the CancelRequest reaches the listener's task
             if slow.cancelled:
                 break
             await asyncio.sleep(0.025)
@@ -144,7 +146,7 @@ async def test_callbacks_time_out_and_are_cancelled_at_the_client(callbacks: pyo
 @pytest.mark.asyncio
 async def test_a_client_closing_fails_the_servers_pending_callback(callbacks: pyorb.Server) -> None:
     slow = Listener(delay=30.0)
-    servant = Registry()
+    servant = Registry(timeout=30.0)
     async with pyorb.Server(bidirectional=True) as server:
         async with pyorb.Client(bidirectional=callbacks) as client:
             reg = await registry(server, client, servant)
@@ -279,3 +281,64 @@ def test_a_malformed_context_is_a_protocol_error(data: bytes) -> None:
 def test_a_listen_point_needs_a_port() -> None:
     with pytest.raises(ValueError, match="1..65535"):
         bidir_context([("127.0.0.1", 0)])
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("certified", [True, False])
+async def test_over_tls_only_a_verified_peers_connection_carries_callbacks(
+        pki: TestPKI, callbacks: pyorb.Server, certified: bool, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="pyorb.bidir")
+    heard = Listener()
+    identity = pki.client if certified else None
+    async with pyorb.Server(tls=pki.server_context(), bidirectional=True) as server, \
+            pyorb.Client(tls=pki.client_context(identity=identity), bidirectional=callbacks) as client:
+        reg = await registry(server, client)
+        listener = listener_ref(callbacks, client, heard)
+        if certified:
+            assert await reg.call_back(listener, "one") == "heard one"
+        else:
+            with pytest.raises(CORBA.TRANSIENT):
+                await reg.call_back(listener, "one")
+            assert "only a peer with a verified certificate" in caplog.text
+        assert heard.heard == (["one"] if certified else [])
+
+
+@pytest.mark.asyncio
+async def test_fragmented_requests_and_replies_flow_both_ways(callbacks: pyorb.Server) -> None:
+    config = pyorb.Config(max_fragment_size=1024)
+    text = "x" * 200_000 + "ü"
+    heard = Listener()
+    async with pyorb.Server(config=config, bidirectional=True) as server, \
+            pyorb.Client(config, bidirectional=callbacks) as client:
+        reg = await registry(server, client)
+        listener = listener_ref(callbacks, client, heard)
+        calls = [reg.call_back(listener, f"{n}{text}") for n in range(4)]
+        assert await asyncio.gather(*calls) == [f"heard {n}{text}" for n in range(4)]
+
+
+@pytest.mark.asyncio
+async def test_a_server_closing_fails_its_pending_callback_and_the_clients_call(callbacks: pyorb.Server) -> None:
+    slow = Listener(delay=30.0)
+    servant = Registry(timeout=30.0)
+    async with pyorb.Client(bidirectional=callbacks) as client:
+        server = pyorb.Server(bidirectional=True)
+        await server.start()
+        try:
+            reg = await registry(server, client, servant)
+            await reg.subscribe(listener_ref(callbacks, client, slow))
+            pending = asyncio.ensure_future(reg.call_kept("never"))
+            for _ in range(200):
+                if slow.heard:
+                    break
+                await asyncio.sleep(0.025)
+            assert slow.heard == ["never"]
+        finally:
+            await server.close(grace=0.5)
+        with pytest.raises((CORBA.COMM_FAILURE, CORBA.TRANSIENT)) as raised:
+            await asyncio.wait_for(pending, 10)
+        assert raised.value.completed in (CORBA.COMPLETED_MAYBE, CORBA.COMPLETED_NO)
