@@ -342,3 +342,23 @@ async def test_a_server_closing_fails_its_pending_callback_and_the_clients_call(
         with pytest.raises((CORBA.COMM_FAILURE, CORBA.TRANSIENT)) as raised:
             await asyncio.wait_for(pending, 10)
         assert raised.value.completed in (CORBA.COMPLETED_MAYBE, CORBA.COMPLETED_NO)
+
+
+@pytest.mark.asyncio
+async def test_a_reply_sent_to_an_accepting_server_before_any_offer_breaks_the_connection() -> None:
+    async with pyorb.Server(bidirectional=True) as server:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        try:
+            writer.write(GIOPConnection(Role.SERVER).send(Reply(1, ReplyStatus.NO_EXCEPTION)))
+            core = GIOPConnection(Role.CLIENT)
+            events = []
+            while True:
+                chunk = await asyncio.wait_for(reader.read(65536), 10)
+                if not chunk:
+                    break
+                core.receive_data(chunk)
+                while (event := core.next_event()) is not NEED_DATA:
+                    events.append(type(event).__name__)
+            assert events == ["MessageError"]
+        finally:
+            writer.close()
