@@ -1,4 +1,4 @@
-"""An omniORBpy peer of bidirectional GIOP (``idl/bidir.idl``), standalone: it imports no pyorb.
+"""An omniORBpy peer of bidirectional GIOP (``idl/bidir.idl``): omniORB's ORB only, never pyorb's client or server.
 
 ``python tests/peers/omni_bidir.py serve [--host H] [--no-bidir]``
     serves a ``BiDir::Registry`` (``call_back(who, text)`` returns
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import omniORB
 from omniORB import BiDirPolicy, CORBA
+
+from pyorb.testing.omnipeer import wait_for_stop
 
 IDL = Path(__file__).resolve().parents[2] / "idl" / "bidir.idl"
 
@@ -45,24 +44,6 @@ def orb_and_poa(bidir: bool, option: str, host: str) -> tuple[Any, Any]:
     poa = root.create_POA("bidir", root._get_the_POAManager(), policies if bidir else [])
     root._get_the_POAManager().activate()
     return orb, poa
-
-
-def wait_for_stop() -> None:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-
-    def watch_stdin() -> None:
-        try:
-            while os.read(0, 4096):
-                pass
-        except OSError:
-            pass
-        stop.set()
-
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    while not stop.wait(0.1):
-        pass
 
 
 def serve(ns: argparse.Namespace) -> None:
@@ -109,17 +90,23 @@ def call(ns: argparse.Namespace) -> int:
         orb.destroy()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line of this peer and of its pyorb twin (``pyorb_bidir.py``)."""
+    parser = argparse.ArgumentParser(description="a peer of bidirectional GIOP")
     commands = parser.add_subparsers(dest="command", required=True)
     serving = commands.add_parser("serve")
     calling = commands.add_parser("call")
     calling.add_argument("ior")
     calling.add_argument("text")
+    calling.add_argument("--publish", default=None, help="the address the callback server publishes (pyorb only)")
     for sub, host in ((serving, "0.0.0.0"), (calling, "127.0.0.1")):
         sub.add_argument("--host", default=host)
         sub.add_argument("--no-bidir", action="store_true")
-    ns = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    ns = parse_args()
     if ns.command == "serve":
         serve(ns)
         return 0

@@ -27,6 +27,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.servers.runner import wait_for_stop
+from tests.peers.omni_bidir import parse_args
 
 IDL = pyorb.load_idl(Path(__file__).resolve().parents[2] / "idl" / "bidir.idl")
 
@@ -73,17 +74,7 @@ async def call(ns: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    serving = commands.add_parser("serve")
-    calling = commands.add_parser("call")
-    calling.add_argument("ior")
-    calling.add_argument("text")
-    for sub, host in ((serving, "0.0.0.0"), (calling, "127.0.0.1")):
-        sub.add_argument("--host", default=host)
-        sub.add_argument("--no-bidir", action="store_true")
-    calling.add_argument("--publish", default=None, help="the address the callback server publishes (host:port)")
-    ns = parser.parse_args()
+    ns = parse_args()
     if ns.command == "serve":
         asyncio.run(serve(ns))
         return 0
