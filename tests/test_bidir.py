@@ -321,7 +321,7 @@ async def test_fragmented_requests_and_replies_flow_both_ways(callbacks: pyorb.S
 
 
 @pytest.mark.asyncio
-async def test_a_server_closing_fails_its_pending_callback_and_the_clients_call(callbacks: pyorb.Server) -> None:
+async def test_a_server_closing_with_a_callback_pending_fails_the_clients_call(callbacks: pyorb.Server) -> None:
     slow = Listener(delay=30.0)
     servant = Registry(timeout=30.0)
     async with pyorb.Client(bidirectional=callbacks) as client:

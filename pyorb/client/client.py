@@ -108,7 +108,8 @@ class Client:
         self._closed = False
         self._connect = connect
         if bidirectional is not None and not callable(getattr(bidirectional, "callback_connection", None)):
-            raise TypeError(f"bidirectional must be a pyorb Server (the callback server), not {type(bidirectional).__name__}")
+            raise TypeError("bidirectional must be a pyorb Server (the callback server), "
+                            f"not {type(bidirectional).__name__}")
         self._callbacks = bidirectional
         ensure_orb()
 

@@ -23,7 +23,8 @@ from pyorb.giop.messages import ServiceContext
 BI_DIR_IIOP = 5
 
 MAX_LISTEN_POINTS = 16
-"""Listen points read from one context: a client offers the few addresses it serves on, not a list to fill memory with."""
+"""Listen points read from one context: a client offers the few addresses it
+serves on, not a list to fill memory with."""
 
 FIRST_ID_INITIATOR = 2
 """The first request id of the side that opened a bidirectional connection (then every second one: even)."""

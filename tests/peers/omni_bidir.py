@@ -1,11 +1,12 @@
-"""An omniORBpy peer of bidirectional GIOP (``idl/bidir.idl``): omniORB's ORB only, never pyorb's client or server.
+"""An omniORBpy peer of bidirectional GIOP (``idl/bidir.idl``): omniORB's ORB, never pyorb's client or server.
 
 ``python tests/peers/omni_bidir.py serve [--host H] [--no-bidir]``
     serves a ``BiDir::Registry`` (``call_back(who, text)`` returns
     ``who.notify(text)``) from a POA with the BiDir policy BOTH, in an ORB
     started with ``-ORBacceptBiDirectionalGIOP 1`` and ``bidir`` in its
-    transport rules (neither, and no policy, with ``--no-bidir``).  It prints its IOR and serves until stdin reaches end of
-    file, SIGTERM or SIGINT.
+    transport rules (neither, and no policy, with ``--no-bidir``).  It
+    prints its IOR and serves until stdin reaches end of file, SIGTERM or
+    SIGINT.
 
 ``python tests/peers/omni_bidir.py call IOR TEXT [--host H] [--no-bidir]``
     serves a ``BiDir::Listener`` (``notify(text)`` answers ``"omniORB heard
