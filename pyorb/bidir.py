@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pyorb.giop.ior import IOR
     from pyorb.server.adapter import ObjectAdapter
     from pyorb.server.load import ServerLoad
-    from pyorb.server.reply import ReplyInbox
+    from pyorb.server.call.reply import ReplyInbox
 
 log = logging.getLogger(__name__)
 
