@@ -16,13 +16,14 @@ import itertools
 import os
 import signal
 import sys
+import time
 from typing import Callable, Iterator
 
 import pytest
 from omniORB import CORBA
 
 import pyorb
-from pyorb.client.balancer import OutlierDetection
+from pyorb.client.balancer import Hedging, OutlierDetection
 from pyorb.giop.ior import IOR, GroupComponent, build_ior, group_ior
 from pyorb.testing.groupload import LoadResult, run
 from pyorb.testing.kit import ServerProcess
@@ -101,6 +102,78 @@ def test_outlier_detection_rejects_nonsense() -> None:
     for bad in ({"multiple": 0.5}, {"floor": -1.0}, {"weight": 0.0}, {"skew": 0.9}):
         with pytest.raises(ValueError, match="outlier detection needs"):
             OutlierDetection(**bad)
+
+
+def test_hedging_takes_idempotent_calls_off_a_stalled_member_and_never_non_idempotent_ones(
+        replicas: list[ServerProcess]) -> None:
+    """Outlier detection off, so only hedging can help: with one of three
+    replicas SIGSTOPped, an idempotent call sent to it is answered by
+    another replica within a small part of its 5 s timeout, and its own
+    copy is cancelled; a call not declared idempotent waits on the stalled
+    replica until its timeout and is never copied."""
+    victim = replicas[1]
+
+    async def run() -> tuple[list[float], list[object], dict[str, int], list[object]]:
+        group = _group(replicas, 7)
+        async with pyorb.Client(pyorb.Config(call_timeout=5.0), outlier_detection=None,
+                                hedging=Hedging()) as client:
+            safe = client.resolve(group, Bench.Sink, idempotent={"work"})
+            plain = client.resolve(group, Bench.Sink)
+            for token in range(12):  # every member's round trip is known
+                assert await safe.work(token) == token
+            os.kill(victim.pid, signal.SIGSTOP)
+            took = []
+            for token in range(100, 106):  # round robin: two of these go to the stalled member
+                started = time.monotonic()
+                assert await safe.work(token) == token
+                took.append(time.monotonic() - started)
+            (stats,) = client.group_stats().values()
+            hedged = dict(vars(stats))
+            plain_outcomes = await asyncio.gather(*(plain.work(t, timeout=1.0) for t in range(200, 206)),
+                                                  return_exceptions=True)
+            os.kill(victim.pid, signal.SIGCONT)
+            # The stalled copies' replies come late, if at all, and reach no one.
+            after = [await safe.work(t) for t in range(300, 312)]
+            return took, plain_outcomes, {**hedged, "plain hedges": stats.hedges - hedged["hedges"]}, after
+
+    try:
+        took, plain_outcomes, hedged, after = asyncio.run(run())
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+    assert max(took) < 2.0, took  # not the 5 s timeout: another replica answered
+    assert hedged["hedges"] >= 1 and hedged["won"] >= 1, hedged
+    assert hedged["plain hedges"] == 0, hedged
+    timed_out = [o for o in plain_outcomes if isinstance(o, CORBA.TIMEOUT)]
+    assert timed_out and all(o == t for o, t in zip(plain_outcomes, range(200, 206))
+                             if not isinstance(o, CORBA.TIMEOUT)), plain_outcomes
+    assert after == list(range(300, 312))
+
+
+def test_hedges_stay_within_their_budget() -> None:
+    m = Members(hedging=Hedging(budget=0.1, burst=2.0))
+    for _ in range(5):
+        m.answer(m.a, 0.01)
+        m.answer(m.b, 0.02)
+    delays, sent = [], []
+    for _ in range(100):  # 100 calls to a, each found unanswered after its delay
+        delays.append(m.balancer.hedge_delay(m.a))
+        sent.append(m.balancer.hedge_to({m.a}))
+    # a's round trip plus two deviations (5 ms, then less), above its 10 ms mean
+    assert all(d is not None and 0.01 < d < 0.03 for d in delays), delays[:3]
+    hedges = [r.endpoint for r in sent if r is not None]
+    # The burst (2) and a tenth of the calls, give or take rounding: never more.
+    assert 10 <= len(hedges) <= 2 + 10 and set(hedges) == {m.b}, len(hedges)
+    stats = m.balancer.hedge_stats
+    assert (stats.calls, stats.hedges, stats.throttled) == (100, len(hedges), 100 - len(hedges))
+    m.balancer.failed(m.b)  # backing off: no hedge goes there
+    assert m.balancer.hedge_to({m.a}) is None and m.balancer.hedge_stats.hedges == len(hedges)
+
+
+def test_hedging_rejects_nonsense() -> None:
+    for bad in ({"delay": 0.0}, {"min_delay": -1.0}, {"max_hedges": 0}, {"budget": 0.0}, {"budget": 1.5},
+                {"burst": 0.5}):
+        with pytest.raises(ValueError, match="hedging needs"):
+            Hedging(**bad)  # type: ignore[arg-type]
 
 
 class Counting(Bench__POA.Sink):  # type: ignore[misc]
@@ -274,7 +347,7 @@ def test_the_stall_ab_benchmark_prints_its_table() -> None:
 class Members:
     """Two members' pending calls as a client would report them, on a clock the test sets."""
 
-    def __init__(self) -> None:
+    def __init__(self, hedging: Hedging | None = None) -> None:
         from pyorb.client.calls import route_for
 
         group = group_ior([build_ior("IDL:Bench/Sink:1.0", "127.0.0.1", port, b"Sink") for port in (5001, 5002)],
@@ -288,7 +361,7 @@ class Members:
 
         self.balancer = Balancer(route.group, "round_robin", lambda e: len(self.sent[e]), lambda: self.now,
                                  detection=OutlierDetection(), oldest=lambda e: min(self.sent[e], default=None),
-                                 ejected=lambda e: self.ejected.append(e.port))
+                                 ejected=lambda e: self.ejected.append(e.port), hedging=hedging)
         self.a, self.b = (m.endpoint for m in route.group.members)
 
     def answer(self, endpoint: object, after: float) -> None:

@@ -32,6 +32,16 @@ member answered nothing else, as gRPC's and Envoy's outlier detection eject
 a failing endpoint.  An ejected member backs off as above; the calls it
 holds that their caller declared idempotent go to another member at once.
 The last member not backing off is never ejected.
+
+Hedging (:class:`Hedging`, off unless a client is given one) cuts the tail
+a slow or stalled member adds to idempotent calls, as gRPC's hedging policy
+and Dean and Barroso's "The Tail at Scale" describe: a call still
+unanswered after its member's usual round trip (recent mean plus two mean
+deviations, about its 95th percentile) is sent once more to another
+member; the first answer wins and the other copy is cancelled.  A budget
+(a token bucket that each call fills by ``budget`` and each hedge empties
+by one, as gRPC throttles retries) keeps hedges to about that share of the
+calls, so a cluster that is slow everywhere is not sent twice the load.
 """
 
 from __future__ import annotations
@@ -74,6 +84,46 @@ class OutlierDetection:
                              f"got {self}")
 
 
+@dataclass(frozen=True)
+class Hedging:
+    """When a client sends a second copy of an idempotent group call.
+
+    A call declared idempotent that has no answer after ``delay`` seconds
+    (None: its member's recent mean round trip plus two mean deviations,
+    at least ``min_delay``; with no round trip known yet, no hedge) goes
+    to another member not backing off, at most ``max_hedges`` extra times,
+    ``delay`` apart.  Each call earns ``budget`` tokens (up to ``burst``)
+    and each hedge spends one: without a token the call waits another
+    delay.  Calls not declared idempotent are never hedged.
+    """
+
+    delay: float | None = None
+    min_delay: float = 0.002
+    max_hedges: int = 1
+    budget: float = 0.1
+    burst: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not ((self.delay is None or self.delay > 0.0) and self.min_delay >= 0.0 and self.max_hedges >= 1
+                and 0.0 < self.budget <= 1.0 and self.burst >= 1.0):
+            raise ValueError(f"hedging needs delay None or > 0, min_delay >= 0, max_hedges >= 1, "
+                             f"0 < budget <= 1 and burst >= 1: got {self}")
+
+
+@dataclass
+class HedgeStats:
+    """What hedging did for one group in one client (:meth:`pyorb.Client.group_stats`)."""
+
+    calls: int = 0
+    """Idempotent calls placed (each earns part of a hedge)."""
+    hedges: int = 0
+    """Extra copies sent."""
+    won: int = 0
+    """Calls whose answer came from a hedge."""
+    throttled: int = 0
+    """Times a hedge was due but the budget had no token (the call waited another delay)."""
+
+
 class Balancer:
     """The state of one group in one client.
 
@@ -85,13 +135,14 @@ class Balancer:
 
     __slots__ = ("key", "version", "members", "policy", "detection", "_pending", "_oldest", "_ejected", "_clock",
                  "_turn", "_failures", "_down_until", "_probing", "_latency", "_spread",
-                 "_last_reply")
+                 "_last_reply", "hedging", "hedge_stats", "_tokens")
 
     def __init__(self, group: GroupRoutes, policy: str, pending: Callable[[Endpoint], int],
                  clock: Callable[[], float] = time.monotonic, *,
                  detection: OutlierDetection | None = None,
                  oldest: Callable[[Endpoint], float | None] = lambda _e: None,
-                 ejected: Callable[[Endpoint], None] = lambda _e: None) -> None:
+                 ejected: Callable[[Endpoint], None] = lambda _e: None,
+                 hedging: Hedging | None = None) -> None:
         if policy not in POLICIES:
             raise ValueError(f"unknown balancing policy {policy!r}; known: {', '.join(POLICIES)}")
         self.key = group.key
@@ -110,6 +161,9 @@ class Balancer:
         self._latency: dict[Endpoint, float] = {}
         self._spread: dict[Endpoint, float] = {}  # mean deviation of the round trips from _latency
         self._last_reply: dict[Endpoint, float] = {}
+        self.hedging = hedging
+        self.hedge_stats = HedgeStats()
+        self._tokens = hedging.burst if hedging is not None else 0.0
 
     def pick(self, exclude: Collection[Endpoint] = ()) -> Route | None:
         """The member for the next call, None if every member is excluded."""
@@ -263,3 +317,38 @@ class Balancer:
     def latency(self, endpoint: Endpoint) -> float | None:
         """``endpoint``'s recent mean round trip in seconds (None before its first reply)."""
         return self._latency.get(endpoint)
+
+    # -- hedging ---------------------------------------------------------------
+    def hedge_delay(self, endpoint: Endpoint) -> float | None:
+        """How long a call to ``endpoint`` waits before it is hedged (None: no hedge yet).
+
+        Counts the call against the budget; the group's mean stands in
+        for a member that has not answered yet."""
+        hedging = self.hedging
+        assert hedging is not None
+        self.hedge_stats.calls += 1
+        self._tokens = min(self._tokens + hedging.budget, hedging.burst)
+        if hedging.delay is not None:
+            return hedging.delay
+        latency = self._latency.get(endpoint)
+        if latency is None:
+            if not self._latency:
+                return None
+            latency = sum(self._latency.values()) / len(self._latency)
+            spread = sum(self._spread.values()) / len(self._spread)
+        else:
+            spread = self._spread[endpoint]
+        return max(latency + 2 * spread, hedging.min_delay)
+
+    def hedge_to(self, exclude: Collection[Endpoint]) -> Route | None:
+        """A member for a hedge, not one of ``exclude`` nor backing off, if
+        the budget has a token for it (which it then spends)."""
+        member = self.pick(exclude)
+        if member is None or self.is_down(member.endpoint):
+            return None
+        if self._tokens < 1.0:
+            self.hedge_stats.throttled += 1
+            return None
+        self._tokens -= 1.0
+        self.hedge_stats.hedges += 1
+        return member

@@ -12,12 +12,12 @@ from typing import Any, Awaitable, Callable, Collection, Protocol, Sequence, Typ
 
 from omniORB import CORBA
 
-from pyorb.client.balancer import POLICIES, Balancer, OutlierDetection
+from pyorb.client.balancer import POLICIES, Balancer, HedgeStats, Hedging, OutlierDetection
 from pyorb.client import errors
 from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, reference_ior, route_for
 from pyorb.client.connection import ClientConnection
 from pyorb.client.deadlines import Deadlines
-from pyorb.client.invocation import Invocation
+from pyorb.client.invocation import Hedge, Invocation
 from pyorb.client.proxy import ObjectRef, interface_for, proxy_class, static_interface
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.interceptors import ClientInterceptor
@@ -77,7 +77,11 @@ class Client:
     idempotent (``resolve(..., idempotent={"op"})``).  ``outlier_detection``
     ejects a member that stopped answering before its calls time out (see
     :class:`~pyorb.client.balancer.OutlierDetection`; None turns it off);
-    the idempotent calls it holds then go to another member.
+    the idempotent calls it holds then go to another member.  ``hedging``
+    (off by default) sends an idempotent call still unanswered after its
+    member's usual round trip to another member as well, within a budget;
+    the first answer wins (see :class:`~pyorb.client.balancer.Hedging`,
+    and :meth:`group_stats` for what it did).
 
     ``connect`` opens connections in place of ``loop.create_connection``
     (same arguments, same result): a test's in-memory transport, say
@@ -90,12 +94,14 @@ class Client:
         balancing: str = "round_robin", outlier_detection: OutlierDetection | None = OutlierDetection(),
         connect: Connector | None = None,
         bidirectional: CallbackServer | None = None,
+        hedging: Hedging | None = None,
     ) -> None:
         if balancing not in POLICIES:
             raise ValueError(f"unknown balancing policy {balancing!r}; known: {', '.join(POLICIES)}")
         self.config = config
         self.balancing = balancing
         self.outlier_detection = outlier_detection
+        self.hedging = hedging
         self._balancers: dict[tuple[str, int], Balancer] = {}
         self._tls = client_option(tls)
         self.interceptors: tuple[ClientInterceptor, ...] = check_interceptors(interceptors, ClientInterceptor)
@@ -230,9 +236,14 @@ class Client:
             if member is None:
                 inv.fail(errors.group_exhausted(inv.op.name, group.members))
                 return
+            first = not inv.sent_at
             inv.member = (balancer, member.endpoint)
             inv.sent_at = time.monotonic()  # the balancer's clock: the member's latency and oldest call
             route = member
+            if first and inv.idempotent and balancer.hedging is not None and type(inv) is Invocation:
+                delay = balancer.hedge_delay(member.endpoint)
+                if delay is not None:
+                    asyncio.get_running_loop().call_later(delay, self._hedge, inv, balancer, delay, [])
             if self._sweeping is None and self.outlier_detection is not None:
                 self._sweeping = asyncio.get_running_loop().call_later(self._sweep_interval, self._sweep)
         conn = self._conns.get(route.endpoint)
@@ -360,8 +371,51 @@ class Client:
         if balancer is None or balancer.version < group.version:
             balancer = self._balancers[group.key] = Balancer(
                 group, self.balancing, self._pending_on, detection=self.outlier_detection, oldest=self._oldest_on,
-                ejected=self._member_ejected)
+                ejected=self._member_ejected, hedging=self.hedging)
         return balancer
+
+    def _hedge(self, inv: Invocation, balancer: Balancer, delay: float, hedges: list[Hedge]) -> None:
+        """``inv`` is still unanswered after ``delay``: send a copy to another member."""
+        if inv.done() or inv.member is None or inv.member[0] is not balancer:
+            return
+        hedging = balancer.hedging
+        assert hedging is not None
+        exclude = {inv.member[1], *(inv.tried or ()), *(h.member[1] for h in hedges if h.member is not None)}
+        member = balancer.hedge_to(exclude)
+        if member is not None:
+            hedge = Hedge(inv)
+            hedge.member = (balancer, member.endpoint)
+            hedge.sent_at = time.monotonic()
+            hedge.add_done_callback(self._hedge_done)
+            if not hedges:
+                inv.add_done_callback(lambda _inv: [h.cancel() for h in hedges])  # the loser's CancelRequest
+            hedges.append(hedge)
+            log.debug("hedging %s: no answer from %s:%d after %.1f ms; a copy goes to %s:%d", inv.op.name,
+                      inv.member[1].host, inv.member[1].port, delay * 1e3, member.endpoint.host, member.endpoint.port)
+            self._send(hedge, member)
+        if len(hedges) < hedging.max_hedges:  # also after no member or no token: maybe after another delay
+            asyncio.get_running_loop().call_later(delay, self._hedge, inv, balancer, delay, hedges)
+
+    @staticmethod
+    def _hedge_done(hedge: asyncio.Future[Any]) -> None:
+        """A hedge ended: its answer is the call's unless the call has one (or was given up)."""
+        assert isinstance(hedge, Hedge)
+        if hedge.cancelled():
+            return
+        exc = hedge.exception()  # read even when unused: a hedge's failure is no one's business but this
+        call = hedge.call
+        if call.done() or isinstance(exc, CORBA.SystemException):
+            return
+        assert hedge.member is not None
+        hedge.member[0].hedge_stats.won += 1
+        if exc is None:
+            call.succeed(hedge.result())
+        else:
+            call.fail(exc)
+
+    def group_stats(self) -> dict[tuple[str, int], HedgeStats]:
+        """What hedging did per object group (by FT domain and group id) this client has called."""
+        return {key: balancer.hedge_stats for key, balancer in self._balancers.items()}
 
     def _pending_on(self, endpoint: Endpoint) -> int:
         """Calls awaiting replies (or a connection) to ``endpoint``: what ``least_pending`` compares."""

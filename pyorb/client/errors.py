@@ -134,6 +134,15 @@ def group_exhausted(op: str, members: tuple[Route, ...]) -> CORBA.SystemExceptio
                            f"({len(members)} tried: {tried})")
 
 
+def hedge_ended(op: str, endpoint: Endpoint) -> CORBA.SystemException:
+    """TRANSIENT (completed MAYBE) ending a hedged copy of a call whose member failed it.
+
+    Only the hedge ends: the caller waits on for the call's first copy."""
+    return CORBA.TRANSIENT(omniORB.TRANSIENT_FailedOnForwarded, CORBA.COMPLETED_MAYBE,
+                           f"the hedged copy of {op} sent to {address(endpoint)} failed there; "
+                           "the call waits for its first copy")
+
+
 def too_many_forwards(op: str, limit: int) -> CORBA.SystemException:
     return CORBA.TRANSIENT(0, CORBA.COMPLETED_NO,
                            f"{op} was forwarded (LOCATION_FORWARD) more than {limit} times "

@@ -249,3 +249,40 @@ def _retryable(exc: CORBA.SystemException, idempotent: bool) -> bool:
     if not isinstance(exc, (CORBA.TRANSIENT, CORBA.COMM_FAILURE)):
         return False
     return idempotent or (isinstance(exc, CORBA.TRANSIENT) and exc.completed == CORBA.COMPLETED_NO)
+
+
+class Hedge(Invocation):
+    """A second copy of an idempotent group call, sent to another member
+    while the first is still unanswered (see :class:`pyorb.client.balancer.Hedging`).
+
+    It has the call's operation, arguments, target, service contexts and
+    deadline, and ends when the call does (cancelled, with a CancelRequest).  The client hands its answer (a result or a user
+    exception) to the call; a system exception only ends the hedge, and the
+    call goes on waiting for its own copy.  It is not passed on to another
+    member: a hedge is one extra attempt.  Interceptors hear the outcome
+    once, from the call.
+    """
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Invocation) -> None:
+        super().__init__(call.op, call.args, call.get_loop(), call.caller, call.target)
+        self.call = call
+        self.idempotent = True
+        self.intercepted = call.intercepted  # its contexts travel with the copy too
+        # The call's deadline, so that its time left travels with the copy;
+        # not registered for a timer of its own: the call ending cancels it.
+        self.deadlines, self.deadline = call.deadlines, call.deadline
+
+    def succeed(self, value: Any) -> None:
+        if not self.done():
+            self.release()
+            self.set_result(value)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.done():
+            self.release()
+            self.set_exception(exc)
+
+    def fail_over(self, endpoint: Endpoint) -> None:
+        self.fail(errors.hedge_ended(self.op.name, endpoint))
