@@ -4,7 +4,7 @@
 Three sink replicas, each on its own host (a network namespace, see
 pyorb.testing.netns; needs root), form one group reference.  On a client
 host, two pyorb clients (pyorb.testing.groupload: one declaring ``work``
-idempotent, one not) and an omniORBpy client (benchmarks/omni_soak_calls.py)
+idempotent and hedging it, one not) and an omniORBpy client (benchmarks/omni_soak_calls.py)
 call it in closed loops for ``--minutes``.  Every ``--period`` seconds one
 replica, in turn, fails for ``--fault-seconds``, the faults in turn too:
 
@@ -152,7 +152,7 @@ def start_clients(soak: Soak, seconds: float) -> dict[str, subprocess.Popen[byte
             "--interface", "Bench::Sink", "--args", json.dumps([seconds, int(ns.timeout * 1000)])]
     pipe = subprocess.PIPE
     return {"pyorb": net.popen("client", load, stdout=pipe),
-            "pyorb idempotent": net.popen("client", [*load, "--idempotent"], stdout=pipe),
+            "pyorb idempotent": net.popen("client", [*load, "--idempotent", "--hedging"], stdout=pipe),
             "omniORBpy": net.popen("client", omni, stdout=pipe)}
 
 
@@ -220,11 +220,15 @@ def _outcome(child: subprocess.Popen[bytes], timeout: float) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
-    rows = ["| client | calls ok | failed (by exception) | lost | duplicate replies | past deadline + 1 s |",
-            "| --- | ---: | --- | ---: | ---: | ---: |"]
+    rows = ["| client | calls ok | failed (by exception) | lost | duplicate replies | past deadline + 1 s "
+            "| p99 (ms) | p99.9 (ms) | hedges (won) |",
+            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, c in results["clients"].items():
         errors = ", ".join(f"{k} {v}" for k, v in sorted(c["errors"].items())) or "none"
-        rows.append(f"| {name} | {c['ok']} | {errors} | {c.get('lost', 0)} | {c['duplicates']} | {c['late']} |")
+        tail = (f"{c['p99'] * 1e3:.0f} | {c['p999'] * 1e3:.0f} | {c['hedges']} ({c['hedges_won']})" if "p99" in c
+                else "– | – | –")  # the omniORBpy client counts no latencies
+        rows.append(f"| {name} | {c['ok']} | {errors} | {c.get('lost', 0)} | {c['duplicates']} | {c['late']} "
+                    f"| {tail} |")
     rows += ["", "| process | RSS after warm-up (MiB) | RSS at the end (MiB) |", "| --- | ---: | ---: |"]
     for name, (first, last) in results["rss"].items():
         rows.append(f"| {name} | {first / 2**20:.1f} | {last / 2**20:.1f} |")

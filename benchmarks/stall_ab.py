@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A/B of outlier detection: one of three replicas SIGSTOPped under closed-loop load.
+"""A/B of outlier detection and hedging: one of three replicas SIGSTOPped under closed-loop load.
 
 Three sink replicas (``pyorb.servers.sink``, their own processes on
 loopback) form a group; ``--callers`` closed-loop callers
@@ -7,10 +7,13 @@ loopback) form a group; ``--callers`` closed-loop callers
 ``--stall-at`` seconds in one replica is stopped (SIGSTOP; SIGCONT after
 the run).  Each configuration (outlier detection off or on, ``work``
 declared idempotent or not) runs ``--repeats`` times, alternated, each on
-fresh replicas.  The table gives per configuration the median and range of:
-calls that failed (the callers caught on the stalled replica), and the
-throughput in the second from 0.5 s after the stall as a fraction of the
-second before it.
+fresh replicas; with hedging (pyorb.client.balancer.Hedging(), for
+idempotent calls only) besides.  The table gives per configuration the
+median and range of: calls that failed (the callers caught on the stalled
+replica), the throughput in the second from 0.5 s after the stall as a
+fraction of the second before it, the throughput over the whole run, the
+99th and 99.9th percentiles of the answered calls' latency, the hedges
+sent, and the calls whose answer came from the hedge.
 
     python -m benchmarks.stall_ab --repeats 3
 """
@@ -25,12 +28,14 @@ import statistics
 import sys
 from typing import Sequence
 
-from pyorb.client.balancer import OutlierDetection
+from pyorb.client.balancer import Hedging, OutlierDetection
 from pyorb.giop.ior import IOR, GroupComponent, group_ior
 from pyorb.testing.groupload import LoadResult, run
 from pyorb.testing.kit import ServerProcess
 
-CONFIGS = (("off", False), ("off", True), ("on", False), ("on", True))
+# (outlier detection, idempotent, hedging)
+CONFIGS = (("off", False, False), ("off", True, False), ("on", False, False), ("on", True, False),
+           ("off", True, True), ("on", True, True))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -46,7 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ns
 
 
-def once(ns: argparse.Namespace, detection: str, idempotent: bool) -> LoadResult:
+def once(ns: argparse.Namespace, detection: str, idempotent: bool, hedging: bool) -> LoadResult:
     replicas = [ServerProcess([sys.executable, "-m", "pyorb.servers.sink", "--delay", str(ns.delay)])
                 for _ in range(3)]
     victim = replicas[1].pid
@@ -54,7 +59,8 @@ def once(ns: argparse.Namespace, detection: str, idempotent: bool) -> LoadResult
         group = group_ior([IOR.from_string(r.ior) for r in replicas], GroupComponent("stall-ab", 1))
         return asyncio.run(run(group, ns.stall_at + ns.timeout + 1.0, ns.callers, ns.timeout, idempotent=idempotent,
                                detection=OutlierDetection() if detection == "on" else None,
-                               events=[(ns.stall_at, lambda: os.kill(victim, signal.SIGSTOP))]))
+                               events=[(ns.stall_at, lambda: os.kill(victim, signal.SIGSTOP))],
+                               hedging=Hedging() if hedging else None))
     finally:
         os.kill(victim, signal.SIGCONT)
         for replica in replicas:
@@ -67,8 +73,13 @@ def spread(values: list[float], fmt: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
-    failed: dict[tuple[str, bool], list[float]] = {c: [] for c in CONFIGS}
-    kept: dict[tuple[str, bool], list[float]] = {c: [] for c in CONFIGS}
+    failed: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
+    kept: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
+    rate: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
+    p99: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
+    p999: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
+    hedges: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
+    won: dict[tuple[str, bool, bool], list[float]] = {c: [] for c in CONFIGS}
     lost = 0
     for _ in range(ns.repeats):
         for config in CONFIGS:
@@ -77,13 +88,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             failed[config].append(result.failed)
             before = result.rate(ns.stall_at - 1.0, ns.stall_at)
             kept[config].append(result.rate(ns.stall_at + 0.5, ns.stall_at + 1.5) / before if before else 0.0)
+            rate[config].append(result.ok / result.seconds)
+            p99[config].append(result.p99 * 1e3)
+            p999[config].append(result.p999 * 1e3)
+            hedges[config].append(result.hedges)
+            won[config].append(result.hedges_won)
     print(f"{ns.callers} callers, 3 replicas, one SIGSTOPped {ns.stall_at:g} s in, {ns.timeout:g} s call timeout, "
           f"{ns.repeats} runs each: median (min–max)")
-    print("| outlier detection | idempotent | failed calls | throughput 0.5–1.5 s after the stall / before |")
-    print("| --- | --- | ---: | ---: |")
+    print("| outlier detection | idempotent | hedging | failed calls | throughput 0.5–1.5 s after the stall / before "
+          "| calls/s | p99 (ms) | p99.9 (ms) | hedges | won by the hedge |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for config in CONFIGS:
-        print(f"| {config[0]} | {'yes' if config[1] else 'no'} | {spread(failed[config], '{:.0f}')} | "
-              f"{spread(kept[config], '{:.2f}')} |")
+        print(f"| {config[0]} | {'yes' if config[1] else 'no'} | {'on' if config[2] else 'off'} | "
+              f"{spread(failed[config], '{:.0f}')} | {spread(kept[config], '{:.2f}')} | "
+              f"{spread(rate[config], '{:.0f}')} | {spread(p99[config], '{:.0f}')} | "
+              f"{spread(p999[config], '{:.0f}')} | {spread(hedges[config], '{:.0f}')} | "
+              f"{spread(won[config], '{:.0f}')} |")
     if lost:
         print(f"{lost} calls lost or answered twice", file=sys.stderr)
     return 1 if lost else 0

@@ -337,8 +337,9 @@ def test_the_stall_ab_benchmark_prints_its_table() -> None:
                           capture_output=True, text=True, timeout=300, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| on ", "| off "))]
-    assert [row.split("|")[1:3] for row in rows] == [[" off ", " no "], [" off ", " yes "], [" on ", " no "],
-                                                      [" on ", " yes "]], done.stdout
+    assert [row.split("|")[1:4] for row in rows] == [
+        [" off ", " no ", " off "], [" off ", " yes ", " off "], [" on ", " no ", " off "], [" on ", " yes ", " off "],
+        [" off ", " yes ", " on "], [" on ", " yes ", " on "]], done.stdout
 
 
 # -- the balancer's rules, on a clock the test moves -----------------------------------

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import time
 from collections import Counter
 from typing import Any, Callable, Sequence
@@ -31,13 +32,16 @@ from typing import Any, Callable, Sequence
 from omniORB import CORBA
 
 import pyorb
-from pyorb.client.balancer import OutlierDetection
+from pyorb.client.balancer import Hedging, OutlierDetection
 from pyorb.giop.ior import IOR
 from pyorb.idl import bench_idl
 
 # How long past its own deadline a call may stay unanswered before the run
 # gives up on it and counts it lost: generous, for a loaded machine.
 LOST_AFTER_S = 10.0
+# Latencies are counted in buckets 1 % wide (a percentile is off by at most
+# that), so an hour of calls takes a few hundred counters, not a list.
+_BUCKET = math.log(1.01)
 
 
 @dataclasses.dataclass
@@ -60,6 +64,16 @@ class LoadResult:
     error_bins: list[int] = dataclasses.field(default_factory=list)
     """Calls failed in each ``bin`` seconds from the start."""
     bin: float = 0.1
+    p50: float = 0.0
+    """Median seconds from a call to its answer, over the calls answered ok."""
+    p99: float = 0.0
+    """99th percentile of the same."""
+    p999: float = 0.0
+    """99.9th percentile of the same."""
+    hedges: int = 0
+    """Copies of calls sent to a second member (hedging on)."""
+    hedges_won: int = 0
+    """Calls answered by their copy."""
 
     @property
     def failed(self) -> int:
@@ -81,7 +95,8 @@ class LoadResult:
 async def run(group: IOR | str, seconds: float, in_flight: int, timeout: float = 2.0, *,
               idempotent: bool = False, balancing: str = "round_robin",
               detection: OutlierDetection | None = OutlierDetection(), bin: float = 0.1,
-              events: Sequence[tuple[float, Callable[[], Any]]] = ()) -> LoadResult:
+              events: Sequence[tuple[float, Callable[[], Any]]] = (),
+              hedging: Hedging | None = None) -> LoadResult:
     """``in_flight`` callers for ``seconds`` through ``group`` with a call
     timeout of ``timeout`` seconds; each of ``events`` (seconds from the
     start, function) runs at its time on this loop."""
@@ -91,10 +106,11 @@ async def run(group: IOR | str, seconds: float, in_flight: int, timeout: float =
     counts = Counter[int]()
     error_counts = Counter[int]()
     errors = Counter[str]()
+    latencies = Counter[int]()
     start = loop.time()
     end = start + seconds
     async with pyorb.Client(pyorb.Config(call_timeout=timeout), balancing=balancing,
-                            outlier_detection=detection) as client:
+                            outlier_detection=detection, hedging=hedging) as client:
         sink = client.resolve(group, Sink, idempotent={"work"} if idempotent else ())
         timers = [loop.call_at(start + at, what) for at, what in events]
 
@@ -114,7 +130,9 @@ async def run(group: IOR | str, seconds: float, in_flight: int, timeout: float =
                 else:
                     if got != token:  # an earlier call's reply, or another caller's
                         result.duplicates += 1
-                    counts[int((loop.time() - start) / bin)] += 1
+                    now = loop.time()
+                    counts[int((now - start) / bin)] += 1
+                    latencies[math.floor(math.log(max(now - sent, 1e-6)) / _BUCKET)] += 1
                     result.ok += 1
                 if loop.time() - sent > timeout + 1.0:
                     result.late += 1
@@ -124,12 +142,26 @@ async def run(group: IOR | str, seconds: float, in_flight: int, timeout: float =
         finally:
             for timer in timers:
                 timer.cancel()
+        for stats in client.group_stats().values():
+            result.hedges += stats.hedges
+            result.hedges_won += stats.won
     result.seconds = loop.time() - start
     size = int(result.seconds / bin) + 1
     result.bins = [counts[i] for i in range(size)]
     result.error_bins = [error_counts[i] for i in range(size)]
     result.errors = dict(errors)
+    result.p50, result.p99, result.p999 = (_percentile(latencies, q) for q in (0.5, 0.99, 0.999))
     return result
+
+
+def _percentile(buckets: Counter[int], q: float) -> float:
+    """The ``q`` quantile of the latencies counted in ``buckets`` (the upper edge of its bucket)."""
+    rank, seen = q * sum(buckets.values()), 0
+    for index in sorted(buckets):
+        seen += buckets[index]
+        if seen >= rank:
+            return math.exp((index + 1) * _BUCKET)
+    return 0.0
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -141,11 +173,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--idempotent", action="store_true", help="declare work idempotent")
     parser.add_argument("--balancing", default="round_robin")
     parser.add_argument("--no-outlier-detection", action="store_true")
+    parser.add_argument("--hedging", action="store_true", help="hedge idempotent calls (pyorb.client.balancer.Hedging())")
     parser.add_argument("--bin", type=float, default=0.1, help="seconds per throughput bin")
     ns = parser.parse_args(argv)
     started = time.monotonic()
     result = asyncio.run(run(ns.group, ns.seconds, ns.in_flight, ns.timeout, idempotent=ns.idempotent,
-                             balancing=ns.balancing, bin=ns.bin,
+                             balancing=ns.balancing, bin=ns.bin, hedging=Hedging() if ns.hedging else None,
                              detection=None if ns.no_outlier_detection else OutlierDetection()))
     assert time.monotonic() - started < ns.seconds + ns.timeout + LOST_AFTER_S + 60
     print(result.to_json(), flush=True)
