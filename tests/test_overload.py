@@ -140,3 +140,35 @@ def test_ten_times_the_capacity_is_shed_fast_and_the_accepted_calls_keep_their_l
         assert server.proc.poll() is None, server.stderr()
     finally:
         assert server.stop() == 0, server.stderr()
+
+
+# -- where the CPU goes --------------------------------------------------------------
+
+
+def test_the_shed_cost_script_measures_a_refused_and_a_served_call() -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "shed_cost.py", "--repeats", "1", "--seconds", "0.5", "--models",
+                           "reactive"], cwd=ROOT / "loadtests", capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line for line in done.stdout.splitlines()
+            if line.startswith("| `")}
+    assert set(rows) == {("`reactive`", "refused"), ("`reactive`", "served")}, done.stdout
+    for line in rows.values():
+        server_us = float(line.split("|")[3].split()[0])
+        assert server_us > 0, line
+
+
+def test_the_overload_benchmark_splits_the_servers_cpu_and_counts_steady_goodput(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    out = tmp_path / "overload.json"
+    done = subprocess.run([sys.executable, "bench_overload.py", "--quick", "--repeats", "1", "--models", "reactive",
+                           "--json", str(out)], cwd=ROOT / "loadtests", capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (server,) = json.loads(out.read_text(encoding="utf-8"))
+    assert 0.004 < server["served_cpu"] < 0.05, server  # the sink's 5 ms of CPU per call, and the ORB's part
+    for run in server["runs"]:
+        assert run["server_cpu"] > 0 and run["generator_cpu"] > 0 and run["wall"] > 0, run
+        assert 0 < run["steady"] and run["replied"] > 0, run

@@ -34,6 +34,11 @@ class Outcomes:
     ok: list[float] = field(default_factory=list)
     in_window: int = 0
     """Replies that came before the schedule ended (the steady state, not the drain of a backlog after it)."""
+    warmup: float = 0.0
+    """Seconds from the schedule's start before replies count as :attr:`steady`."""
+    steady: int = 0
+    """Replies that came from ``warmup`` seconds into the schedule to its end: the calls a
+    server answers once its queue has filled up to what admission control lets it hold."""
     shed: list[float] = field(default_factory=list)
     timeouts: int = 0
     errors: int = 0
@@ -42,6 +47,11 @@ class Outcomes:
     def goodput(self) -> float:
         """Replies per second while the schedule ran."""
         return self.in_window / self.seconds
+
+    @property
+    def steady_goodput(self) -> float:
+        """Replies per second from ``warmup`` seconds into the schedule to its end."""
+        return self.steady / (self.seconds - self.warmup)
 
     def ok_quantile(self, q: float) -> float:
         """The ``q`` quantile (0..1) of the replied calls' latency; 0 with none."""
@@ -60,7 +70,7 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[min(998, max(0, round(q * 1000) - 1))]
 
 
-async def _one(sink: Any, token: int, timeout: float, out: Outcomes, end: float) -> None:
+async def _one(sink: Any, token: int, timeout: float, out: Outcomes, end: float, warm: float) -> None:
     from omniORB import CORBA
 
     t0 = time.perf_counter()
@@ -76,20 +86,22 @@ async def _one(sink: Any, token: int, timeout: float, out: Outcomes, end: float)
         done = time.perf_counter()
         out.ok.append(done - t0)
         out.in_window += done <= end
+        out.steady += warm <= done <= end
 
 
-async def _schedule(sinks: list[Any], rate: float, seconds: float, timeout: float) -> Outcomes:
-    out = Outcomes(rate, seconds)
+async def _schedule(sinks: list[Any], rate: float, seconds: float, timeout: float, warmup: float = 0.0) -> Outcomes:
+    out = Outcomes(rate, seconds, warmup=warmup)
     count = max(1, int(rate * seconds))
     loop = asyncio.get_running_loop()
     start = loop.time()
     end = time.perf_counter() + seconds
+    warm = end - seconds + warmup
     pending: set[asyncio.Task[None]] = set()
     for i in range(count):
         delay = start + i / rate - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        task = loop.create_task(_one(sinks[i % len(sinks)], i, timeout, out, end))
+        task = loop.create_task(_one(sinks[i % len(sinks)], i, timeout, out, end, warm))
         pending.add(task)
         task.add_done_callback(pending.discard)
         out.sent += 1
@@ -102,22 +114,25 @@ async def _schedule(sinks: list[Any], rate: float, seconds: float, timeout: floa
     return out
 
 
-async def offer(ref: str, rate: float, seconds: float, connections: int = 16, timeout: float = 2.0) -> Outcomes:
+async def offer(ref: str, rate: float, seconds: float, connections: int = 16, timeout: float = 2.0,
+                warmup: float = 0.0) -> Outcomes:
     """Send ``rate`` calls per second to the sink ``ref`` for ``seconds`` over
-    ``connections`` connections, each call with ``timeout``; what became of them."""
+    ``connections`` connections, each call with ``timeout``; what became of
+    them (replies from ``warmup`` seconds on also count as steady)."""
     import pyorb
     from pyorb.idl import bench_idl
 
-    if rate <= 0 or seconds <= 0 or connections < 1 or timeout <= 0:
-        raise ValueError(f"offer needs a positive rate, seconds and timeout and at least one connection, got "
-                         f"rate={rate}, seconds={seconds}, connections={connections}, timeout={timeout}")
+    if rate <= 0 or seconds <= 0 or connections < 1 or timeout <= 0 or not 0 <= warmup < seconds:
+        raise ValueError(f"offer needs a positive rate, seconds and timeout, at least one connection and "
+                         f"0 <= warmup < seconds, got rate={rate}, seconds={seconds}, connections={connections}, "
+                         f"timeout={timeout}, warmup={warmup}")
     iface = bench_idl().Bench.Sink
     clients = [pyorb.Client() for _ in range(connections)]
     try:
         sinks = [c.resolve(ref, iface) for c in clients]
         # Connected before the clock starts (a call shed now has connected too).
         await asyncio.gather(*(s.work(0, timeout=max(timeout, 10.0)) for s in sinks), return_exceptions=True)
-        return await _schedule(sinks, rate, seconds, timeout)
+        return await _schedule(sinks, rate, seconds, timeout, warmup)
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""What refusing a call costs the server, against serving one: CPU time per call.
+
+    python loadtests/shed_cost.py --repeats 3
+
+Per strategy, two fresh sink processes (``pyorb.servers.sink --cpu 0``): one
+whose admission control refuses every call (``--queue-target`` and
+``--queue-interval`` of a microsecond: the queue is always "standing"), and
+one without admission control that serves every call (the servant returns
+at once, so this is the ORB's own cost of a call).  This process keeps
+``--concurrency`` calls outstanding over ``--connections`` connections for
+``--seconds`` and reads the server's CPU time (user + system, from
+/proc) and its own before and after: CPU microseconds per call on each
+side.  Both sides share the machine, so the rates swing with its load;
+CPU time per call much less.
+
+Overload (bench_overload.py) needs a refused call to cost the server a small
+fraction r of a served one: on one interpreter goodput at k x capacity
+keeps (1 - k r) / (1 - r) of the capacity, so 90 % at 10x needs r <= 1.1 %,
+about 65 µs against the 5.9 ms a call of bench_overload.py's sink costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from typing import Any, Sequence
+
+import psutil  # type: ignore[import-untyped]
+import uvloop
+from common import ServerProcess, range_text  # loadtests/ (scripts run from this folder)
+from omniORB import CORBA
+
+import pyorb
+from pyorb.idl import bench_idl
+
+PY = sys.executable
+MODELS = ("reactive", "thread_pool(4)")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", default=list(MODELS), help=f"strategies (default: {' '.join(MODELS)})")
+    p.add_argument("--seconds", type=float, default=3.0, help="seconds of load per run (default 3)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per strategy and mode (default 3)")
+    p.add_argument("--concurrency", type=int, default=64, help="calls outstanding (default 64)")
+    p.add_argument("--connections", type=int, default=4, help="client connections (default 4)")
+    ns = p.parse_args(argv)
+    if ns.seconds <= 0 or ns.repeats < 1 or ns.concurrency < 1 or ns.connections < 1:
+        p.error("--seconds must be positive; --repeats, --concurrency and --connections at least 1")
+    return ns
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+async def drive(ior: str, server: psutil.Process, ns: argparse.Namespace) -> tuple[int, int, float, float]:
+    """Closed-loop calls for ``ns.seconds``: (replies, refusals, server CPU s, this process's CPU s)."""
+    iface = bench_idl().Bench.Sink
+    clients = [pyorb.Client() for _ in range(ns.connections)]
+    counts = {"ok": 0, "shed": 0}
+    try:
+        sinks = [c.resolve(ior, iface) for c in clients]
+        await asyncio.gather(*(s.work(0, timeout=10.0) for s in sinks), return_exceptions=True)
+        cpu, own = _cpu(server), time.process_time()
+        end = time.perf_counter() + ns.seconds
+
+        async def caller(sink: Any) -> None:
+            while time.perf_counter() < end:
+                try:
+                    await sink.work(1, timeout=10.0)
+                except CORBA.TRANSIENT:
+                    counts["shed"] += 1
+                else:
+                    counts["ok"] += 1
+
+        await asyncio.gather(*(caller(sinks[i % len(sinks)]) for i in range(ns.concurrency)))
+        return counts["ok"], counts["shed"], _cpu(server) - cpu, time.process_time() - own
+    finally:
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+
+
+def command(model: str, refuse: bool) -> list[str]:
+    admission = ["--queue-target", "1e-6", "--queue-interval", "1e-6"] if refuse else []
+    return [PY, "-m", "pyorb.servers.sink", "--model", model, "--cpu", "0", *admission]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = parse_args(argv)
+    rows = []
+    for model in ns.models:
+        per_call: dict[str, list[float]] = {"refused": [], "served": []}
+        generator: dict[str, list[float]] = {"refused": [], "served": []}
+        rates: dict[str, list[float]] = {"refused": [], "served": []}
+        for _ in range(ns.repeats):
+            for mode in ("refused", "served"):  # alternated: the machine's load changes under both alike
+                process = ServerProcess(command(model, mode == "refused"), f"{model} {mode}")
+                with process as ior:
+                    assert process.proc is not None
+                    ok, shed, server_cpu, own_cpu = uvloop.run(drive(ior, psutil.Process(process.proc.pid), ns))
+                calls = shed if mode == "refused" else ok
+                if mode == "refused" and ok > shed / 100:
+                    print(f"shed_cost: {model}: only {shed} of {ok + shed} calls refused", file=sys.stderr)
+                per_call[mode].append(1e6 * server_cpu / max(calls, 1))
+                generator[mode].append(1e6 * own_cpu / max(ok + shed, 1))
+                rates[mode].append((ok + shed) / ns.seconds)
+        for mode in ("refused", "served"):
+            rows.append((model, mode, per_call[mode], generator[mode], rates[mode]))
+    print(f"sink --cpu 0, {ns.concurrency} calls outstanding over {ns.connections} connections, {ns.seconds:g} s "
+          f"per run, {ns.repeats} runs each: median (min–max); load average "
+          f"{' '.join(f'{x:.2f}' for x in psutil.getloadavg())}")
+    print("| strategy | calls | server CPU µs per call | generator CPU µs per call | calls/s |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for model, mode, server, gen, rate in rows:
+        print(f"| `{model}` | {mode} | {statistics.median(server):.0f} ({range_text(server, '{:.0f}')}) | "
+              f"{statistics.median(gen):.0f} ({range_text(gen, '{:.0f}')}) | "
+              f"{statistics.median(rate):.0f} ({range_text(rate, '{:.0f}')}) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
