@@ -39,6 +39,7 @@ from pyorb.giop.policies import (
     encode_time_t,
     encode_utc_t,
     request_timeouts,
+    timeouts,
 )
 from pyorb.interceptors import ClientRequestInfo
 from pyorb.testing import LoopThread, kit
@@ -68,6 +69,25 @@ def test_a_deadline_context_is_what_the_general_encoder_makes(timeout: float, no
     assert found is not None and found.relative is not None and found.end_time is not None
     assert timeout - 1e-7 <= found.relative <= timeout  # rounded down: never later than the caller's
     assert found.end_time == pytest.approx(now + timeout, abs=1e-6)
+
+
+@FAST
+@given(st.floats(0, 1e6), st.floats(0, 4e9), st.booleans(), st.integers(0, 59), st.integers(0, 255))
+def test_reading_a_deadline_context_agrees_with_the_general_decoder(timeout: float, now: float, le: bool, at: int,
+                                                                   byte: int) -> None:
+    """request_timeouts reads pyorb's own layout in one step; that, and the same bytes with
+    any one byte changed, give what the general decoder gives (or it raises ProtocolError)."""
+    data = deadline_context(timeout, now, le).data
+    for variant in (data, data[:at] + bytes([byte]) + data[at + 1:]):
+        try:
+            general: Timeouts | None = timeouts(decode_policies(variant))
+        except ProtocolError:
+            general = None
+        try:
+            found = request_timeouts([ServiceContext(SC_INVOCATION_POLICIES, variant)])
+        except ProtocolError:
+            found = None
+        assert found == general, variant.hex()
 
 
 @FAST

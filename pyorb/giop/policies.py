@@ -162,14 +162,6 @@ def timeouts(policies: Sequence[PolicyValue]) -> Timeouts:
                     None if end is None else (end - UTC_EPOCH_OFFSET) / _TICKS)
 
 
-def request_timeouts(contexts: Sequence[ServiceContext]) -> Timeouts | None:
-    """The timeouts of a request's INVOCATION_POLICIES context (None without one).
-
-    Raises :class:`ProtocolError` if the context is malformed."""
-    for context in contexts:
-        if context.context_id == SC_INVOCATION_POLICIES:
-            return timeouts(decode_policies(context.data))
-    return None
 
 
 # -- what a client sends --------------------------------------------------------------
@@ -177,6 +169,7 @@ _DEADLINE = {
     little_endian: struct.Struct(("<" if little_endian else ">") + "B3xI" + "II" + "B7xQ" + "II" + "B7xQIHh")
     for little_endian in (True, False)
 }
+_DEADLINE_SIZE = _DEADLINE[True].size
 
 
 def deadline_context(timeout: float, now: float, little_endian: bool = True) -> ServiceContext:
@@ -196,6 +189,26 @@ def deadline_context(timeout: float, now: float, little_endian: bool = True) -> 
     data = _DEADLINE[little_endian].pack(flag, 2, RELATIVE_RT_TIMEOUT_POLICY_TYPE, 16, flag, ticks,
                                          REQUEST_END_TIME_POLICY_TYPE, 24, flag, end, 0, 0, 0)
     return ServiceContext(SC_INVOCATION_POLICIES, data)
+
+
+def request_timeouts(contexts: Sequence[ServiceContext]) -> Timeouts | None:
+    """The timeouts of a request's INVOCATION_POLICIES context (None without one).
+
+    Raises :class:`ProtocolError` if the context is malformed."""
+    for context in contexts:
+        if context.context_id == SC_INVOCATION_POLICIES:
+            data = context.data
+            # What deadline_context writes (every pyorb call with a timeout), read in
+            # one unpack: the general walk costs a server more than a tenth of a call.
+            if len(data) == _DEADLINE_SIZE and data[0] <= 1:
+                (flag, count, relative_type, relative_len, relative_flag, ticks, end_type, end_len, end_flag, end,
+                 _lo, _hi, _tdf) = _DEADLINE[bool(data[0])].unpack(data)
+                if (count == 2 and relative_type == RELATIVE_RT_TIMEOUT_POLICY_TYPE and relative_len == 16
+                        and end_type == REQUEST_END_TIME_POLICY_TYPE and end_len == 24
+                        and relative_flag == end_flag == flag):
+                    return Timeouts(ticks / _TICKS, (end - UTC_EPOCH_OFFSET) / _TICKS)
+            return timeouts(decode_policies(data))
+    return None
 
 
 __all__ = [
