@@ -2,6 +2,7 @@
 """What refusing a call costs the server, against serving one: CPU time per call.
 
     python loadtests/shed_cost.py --repeats 3
+    python loadtests/shed_cost.py --repeats 3 --tree /tmp/pyorb-before   # A/B against another copy of pyorb
 
 Per strategy, two fresh sink processes (``pyorb.servers.sink --cpu 0``): one
 whose admission control refuses every call (``--queue-target`` and
@@ -11,7 +12,9 @@ at once, so this is the ORB's own cost of a call).  This process keeps
 ``--concurrency`` calls outstanding over ``--connections`` connections for
 ``--seconds`` and reads the server's CPU time (user + system, from
 /proc) and its own before and after: CPU microseconds per call on each
-side.  Both sides share the machine, so the rates swing with its load;
+side.  With ``--tree``, every run is repeated with the servers run from
+that copy of pyorb (``git archive COMMIT | tar -x -C DIR``, its compiled
+modules copied in), alternated with this one.  Both sides share the machine, so the rates swing with its load;
 CPU time per call much less.
 
 Overload (bench_overload.py) needs a refused call to cost the server a small
@@ -48,6 +51,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3, help="runs per strategy and mode (default 3)")
     p.add_argument("--concurrency", type=int, default=64, help="calls outstanding (default 64)")
     p.add_argument("--connections", type=int, default=4, help="client connections (default 4)")
+    p.add_argument("--tree", help="also run the servers from this copy of pyorb, alternated (an A/B)")
     ns = p.parse_args(argv)
     if ns.seconds <= 0 or ns.repeats < 1 or ns.concurrency < 1 or ns.connections < 1:
         p.error("--seconds must be positive; --repeats, --concurrency and --connections at least 1")
@@ -85,32 +89,39 @@ async def drive(ior: str, server: psutil.Process, ns: argparse.Namespace) -> tup
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
 
-def command(model: str, refuse: bool) -> list[str]:
+def command(model: str, refuse: bool, tree: str | None) -> list[str]:
     admission = ["--queue-target", "1e-6", "--queue-interval", "1e-6"] if refuse else []
-    return [PY, "-m", "pyorb.servers.sink", "--model", model, "--cpu", "0", *admission]
+    sink = ["-m", "pyorb.servers.sink", "--model", model, "--cpu", "0", *admission]
+    if tree is None:
+        return [PY, *sink]
+    # -P: the working directory (this tree) is not put before PYTHONPATH.
+    return ["env", f"PYTHONPATH={tree}", PY, "-P", *sink]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
+    trees: list[str | None] = [None] if ns.tree is None else [ns.tree, None]
     rows = []
     for model in ns.models:
-        per_call: dict[str, list[float]] = {"refused": [], "served": []}
-        generator: dict[str, list[float]] = {"refused": [], "served": []}
-        rates: dict[str, list[float]] = {"refused": [], "served": []}
+        keys = [(tree, mode) for tree in trees for mode in ("refused", "served")]
+        per_call: dict[tuple[str | None, str], list[float]] = {k: [] for k in keys}
+        generator: dict[tuple[str | None, str], list[float]] = {k: [] for k in keys}
+        rates: dict[tuple[str | None, str], list[float]] = {k: [] for k in keys}
         for _ in range(ns.repeats):
-            for mode in ("refused", "served"):  # alternated: the machine's load changes under both alike
-                process = ServerProcess(command(model, mode == "refused"), f"{model} {mode}")
+            for tree, mode in keys:  # alternated: the machine's load changes under all alike
+                process = ServerProcess(command(model, mode == "refused", tree), f"{model} {mode}")
                 with process as ior:
                     assert process.proc is not None
                     ok, shed, server_cpu, own_cpu = uvloop.run(drive(ior, psutil.Process(process.proc.pid), ns))
                 calls = shed if mode == "refused" else ok
-                if mode == "refused" and ok > shed / 100:
+                if mode == "refused" and ok > shed / 10:
                     print(f"shed_cost: {model}: only {shed} of {ok + shed} calls refused", file=sys.stderr)
-                per_call[mode].append(1e6 * server_cpu / max(calls, 1))
-                generator[mode].append(1e6 * own_cpu / max(ok + shed, 1))
-                rates[mode].append((ok + shed) / ns.seconds)
-        for mode in ("refused", "served"):
-            rows.append((model, mode, per_call[mode], generator[mode], rates[mode]))
+                per_call[tree, mode].append(1e6 * server_cpu / max(calls, 1))
+                generator[tree, mode].append(1e6 * own_cpu / max(ok + shed, 1))
+                rates[tree, mode].append((ok + shed) / ns.seconds)
+        for key in keys:
+            rows.append((model if key[0] is None else f"{model} ({key[0]})", key[1], per_call[key], generator[key],
+                         rates[key]))
     print(f"sink --cpu 0, {ns.concurrency} calls outstanding over {ns.connections} connections, {ns.seconds:g} s "
           f"per run, {ns.repeats} runs each: median (min–max); load average "
           f"{' '.join(f'{x:.2f}' for x in psutil.getloadavg())}")
