@@ -93,8 +93,9 @@ class Hedging:
     at least ``min_delay``; with no round trip known yet, no hedge) goes
     to another member not backing off, at most ``max_hedges`` extra times,
     ``delay`` apart.  Each call earns ``budget`` tokens (up to ``burst``)
-    and each hedge spends one: without a token the call waits another
-    delay.  Calls not declared idempotent are never hedged.
+    and each hedge spends one: without a token (or another member) the call
+    tries again after twice its last wait.  Calls not declared idempotent
+    are never hedged.
     """
 
     delay: float | None = None

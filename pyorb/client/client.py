@@ -393,8 +393,12 @@ class Client:
             log.debug("hedging %s: no answer from %s:%d after %.1f ms; a copy goes to %s:%d", inv.op.name,
                       inv.member[1].host, inv.member[1].port, delay * 1e3, member.endpoint.host, member.endpoint.port)
             self._send(hedge, member)
-        if len(hedges) < hedging.max_hedges:  # also after no member or no token: maybe after another delay
-            asyncio.get_running_loop().call_later(delay, self._hedge, inv, balancer, delay, hedges)
+        if len(hedges) < hedging.max_hedges:
+            # Another copy, or another try after no member or no token: each
+            # wait twice the last, so a call that waits long (no timeout, no
+            # other member) costs a few timers, not one per delay.
+            wait = delay if member is not None else 2 * delay
+            asyncio.get_running_loop().call_later(wait, self._hedge, inv, balancer, wait, hedges)
 
     @staticmethod
     def _hedge_done(hedge: asyncio.Future[Any]) -> None:
