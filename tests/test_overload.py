@@ -148,8 +148,8 @@ def test_ten_times_the_capacity_is_shed_fast_and_the_accepted_calls_keep_their_l
 def test_the_shed_cost_script_measures_a_refused_and_a_served_call() -> None:
     import subprocess
 
-    done = subprocess.run([sys.executable, "shed_cost.py", "--repeats", "1", "--seconds", "0.5", "--models",
-                           "reactive"], cwd=ROOT / "loadtests", capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.shed_cost", "--repeats", "1", "--seconds", "0.5", "--models",
+                           "reactive"], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line for line in done.stdout.splitlines()
             if line.startswith("| `")}
@@ -164,8 +164,8 @@ def test_the_overload_benchmark_splits_the_servers_cpu_and_counts_steady_goodput
     import subprocess
 
     out = tmp_path / "overload.json"
-    done = subprocess.run([sys.executable, "bench_overload.py", "--quick", "--repeats", "1", "--models", "reactive",
-                           "--json", str(out)], cwd=ROOT / "loadtests", capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_overload", "--quick", "--repeats", "1", "--models", "reactive",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     (server,) = json.loads(out.read_text(encoding="utf-8"))
     assert 0.004 < server["served_cpu"] < 0.05, server  # the sink's 5 ms of CPU per call, and the ORB's part

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What refusing a call costs the server, against serving one: CPU time per call.
 
-    python loadtests/shed_cost.py --repeats 3
-    python loadtests/shed_cost.py --repeats 3 --tree /tmp/pyorb-before   # A/B against another copy of pyorb
+    python -m benchmarks.shed_cost --repeats 3
+    python -m benchmarks.shed_cost --repeats 3 --tree /tmp/pyorb-before   # A/B against another copy of pyorb
 
 Per strategy, two fresh sink processes (``pyorb.servers.sink --cpu 0``): one
 whose admission control refuses every call (``--queue-target`` and
@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import psutil  # type: ignore[import-untyped]
 import uvloop
-from common import ServerProcess, range_text  # loadtests/ (scripts run from this folder)
+from benchmarks.common import ServerProcess, range_text
 from omniORB import CORBA
 
 import pyorb
