@@ -554,18 +554,20 @@ def test_bounds_are_checked() -> None:
 
 def test_what_is_not_walked_yet() -> None:
     # A value box from its descriptor is walked (a null box is one zero long); realigning
-    # or re-encoding one is not, nor an abstract interface, nor a value inside an any.
+    # or re-encoding one is not, nor an abstract interface.
     value_box = (30, None, "IDL:VB:1.0", "VB", 3)
     zero_padding((value_box,), bytearray(4), True)
     with pytest.raises(UnsupportedTypeError, match="value types"):
         realign_fragments((value_box,), bytes(4), True, 0, [])
     with pytest.raises(NotImplementedError):
         realign_fragments(((32, "IDL:A:1.0", "A"),), bytes(8), True, 0, [])
-    # An Any holding a value box: a ValueError too, for callers handling bad data.
+    # An any holding a value box (of a long, here null) is walked; one holding an event type
+    # is refused, with a ValueError too, for callers handling bad data.
     encap = b"\x01\0\0\0" + struct.pack("<I", 3) + b"id\0\0" + struct.pack("<I", 2) + b"v\0\0\0" + struct.pack("<I", 3)
-    data = struct.pack("<II", 30, len(encap)) + encap + bytes(4)
-    with pytest.raises(ValueError, match="value box"):
-        zero_padding((11,), bytearray(data), True)
+    zero_padding((11,), bytearray(struct.pack("<II", 30, len(encap)) + encap + bytes(4)), True)
+    encap = encap[:-6] + struct.pack("<hII", 0, 0, 0)  # after the name: modifier, concrete base tk_null, no members
+    with pytest.raises(ValueError, match="event type"):
+        zero_padding((11,), bytearray(struct.pack("<II", 36, len(encap)) + encap + bytes(4)), True)
 
 
 def test_giop_1_1_wide_forms() -> None:

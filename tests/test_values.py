@@ -139,3 +139,49 @@ def test_a_truncatable_value_of_an_unknown_type_arrives_as_its_known_base() -> N
             + struct.pack("<I", len(state)) + state + struct.pack("<IIi", 4, 99, -1))
     (got,) = BodyCodec((Values._d_Point,)).unpack(body, 0, True)
     assert type(got) is Values.Point and (got.x, got.y, got.name) == (1, 2, "ab")
+
+
+ANY = (omniORB.tcInternal.tv_any,)
+
+
+@pytest.mark.parametrize("le,align", PLACES)
+def test_values_inside_an_any_keep_their_class_sharing_and_boxes(le: bool, align: int) -> None:
+    p = Values.Point(1, 2, "in any")
+    sent = (CORBA.Any(Values._tc_Point, Values.Point3(1, 2, "d", 0.5)), CORBA.Any(Values._tc_Points, [p, p]),
+            CORBA.Any(Values._tc_Node, Values.Node(7, None)), CORBA.Any(Values._tc_Label, "lábel"),
+            CORBA.Any(Values._tc_PairBox, Values.Pair(4, 5.5)), CORBA.Any(Values._tc_Point, None),
+            CORBA.Any(Values._tc_Holder, Values.Holder(1, p, None)))
+    derived, shared, node, label, pair, null, holder = round_trip(ANY * len(sent), sent, le, align)
+    assert derived.typecode().id() == "IDL:Values/Point:1.0"
+    assert type(derived.value()) is Values.Point3 and derived.value().z == 0.5
+    assert shared.value()[0] is shared.value()[1] and shared.value()[0].name == "in any"
+    assert (node.value().id, node.value().next) == (7, None)  # a recursive TypeCode
+    assert (label.value(), pair.value().b, null.value()) == ("lábel", 5.5, None)
+    assert (holder.value().p.name, holder.value().l) == ("in any", None)
+
+
+def test_a_value_inside_a_value_inside_an_any_is_refused_before_omniorb_sees_it() -> None:
+    chain = CORBA.Any(Values._tc_Node, Values.Node(1, Values.Node(2, None)))
+    for value in (chain, CORBA.Any(CORBA.TC_any, chain)):
+        with pytest.raises(CORBA.MARSHAL, match="inside another value"):
+            BodyCodec(ANY).pack((value,), 0, True)
+
+
+def _tc_body(kind: int, params: bytes) -> bytes:
+    """An any's TypeCode of ``kind`` with little-endian ``params`` in its encapsulation (written at offset 0)."""
+    encapsulation = b"\1" + params
+    return struct.pack("<II", kind, len(encapsulation)) + encapsulation + bytes(-len(encapsulation) % 4)
+
+
+def test_a_value_typecode_whose_base_is_no_value_type_is_marshal() -> None:
+    # tk_value "IDL:X:1.0", name "XYZ", modifier 0, concrete base tk_long, no members.
+    params = bytes(3) + _id("IDL:X:1.0") + _id("XYZ") + struct.pack("<HxxII", 0, 3, 0)
+    with pytest.raises(CORBA.MARSHAL, match="concrete base of value type 'IDL:X:1.0' is a TypeCode of kind 3"):
+        BodyCodec(ANY).unpack(_tc_body(29, params) + struct.pack("<I", 0), 0, True)
+
+
+def test_an_unknown_derived_value_in_an_any_is_omniorbs_no_value_factory() -> None:
+    body = BodyCodec(ANY).pack((CORBA.Any(Values._tc_Point, Values.Point3(1, 2, "x", 1.0)),), 0, True)
+    with pytest.raises(CORBA.MARSHAL) as caught:
+        BodyCodec(ANY).unpack(body.replace(b"Values/Point3:", b"Values/Poin33:"), 0, True)
+    assert caught.value.minor == omniORB.MARSHAL_NoValueFactory and "IDL:Values/Poin33:1.0" in str(caught.value)

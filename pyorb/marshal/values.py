@@ -98,16 +98,17 @@ def _children(desc: Descriptor) -> list[Descriptor]:
     return []
 
 
-def values_can_nest(descs: tuple[Descriptor, ...]) -> bool:
-    """Whether a value of ``descs`` can hold a value type inside a value type's state
-    (by the declared types; a derived value may add members of its own)."""
+def values_can_nest(descs: tuple[Descriptor, ...], inside: bool = False) -> bool:
+    """Whether a value of ``descs`` (inside a value type's state if ``inside``) can hold a
+    value type inside a value type's state (by the declared types; a derived value may
+    add members of its own, and an any may hold anything)."""
     seen: set[int] = set()
-    todo = [(d, False) for d in descs]
+    todo = [(d, inside) for d in descs]
     while todo:
         desc, inside = todo.pop()
         desc = resolve(desc)
         kind = desc[0] if isinstance(desc, tuple) else desc
-        if kind in (TV_VALUE, TV_VALUE_BOX) and inside:
+        if kind == TV_ANY or (kind in (TV_VALUE, TV_VALUE_BOX) and inside):
             return True
         key = id(desc) * 2 + inside
         if key in seen:
@@ -119,7 +120,8 @@ def values_can_nest(descs: tuple[Descriptor, ...]) -> bool:
 
 
 def nested_value(desc: Descriptor, value: Any, inside: bool = False) -> bool:
-    """Whether ``value`` (of type ``desc``) holds a value (not None) inside a value type's state."""
+    """Whether ``value`` (of type ``desc``) holds a value (not None) inside a value type's state
+    (an any's content included)."""
     if value is None:
         return False
     desc = resolve(desc)
@@ -141,4 +143,7 @@ def nested_value(desc: Descriptor, value: Any, inside: bool = False) -> bool:
     if kind == TV_UNION:
         arm = desc[8].get(value._d, desc[7])
         return arm is not None and nested_value(arm[2], value._v, inside)
+    if kind == TV_ANY and isinstance(value, CORBA.Any):  # walked only where its TypeCode allows a value
+        held = value._t._d
+        return values_can_nest((held,), inside) and nested_value(held, value._v, inside)
     return False

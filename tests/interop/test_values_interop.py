@@ -3,7 +3,7 @@
 The cases are tests/peers/values_servant.py's: concrete values with public and
 private state, a derived value where its base is declared, a truncatable one,
 null, sharing (one object sent twice arrives as one), boxes, values inside a
-struct, a union, a sequence, an array and a user exception.
+struct, a union, a sequence, an array, an any and a user exception.
 """
 
 from __future__ import annotations

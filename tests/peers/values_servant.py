@@ -8,6 +8,7 @@ from typing import Any
 
 import Values  # loaded by `--idl idl/values.idl`
 import Values__POA
+from omniORB import CORBA
 
 
 class Echo(Values__POA.Echo):  # type: ignore[misc]
@@ -93,6 +94,7 @@ def calls(echo: Any, exceptions: bool = True, wide: bool = True) -> dict[str, An
     out["secret"] = [got.key, got.tag]
     got = echo.echo_chain(Values.Node(1, None))
     out["chain"] = [got.id, got.next is None]
+    out["any"] = _in_anys(echo, p)
     if not exceptions:
         return out
     try:
@@ -103,11 +105,21 @@ def calls(echo: Any, exceptions: bool = True, wide: bool = True) -> dict[str, An
     return out
 
 
+def _in_anys(echo: Any, p: Any) -> list[Any]:
+    """Values inside anys: derived where the TypeCode names the base, shared, recursive TypeCode, boxed."""
+    derived = echo.echo_anything(CORBA.Any(Values._tc_Point, Values.Point3(1, 2, "d", 3.5))).value()
+    shared = echo.echo_anything(CORBA.Any(Values._tc_Points, [p, p])).value()
+    node = echo.echo_anything(CORBA.Any(Values._tc_Node, Values.Node(4, None))).value()
+    label = echo.echo_anything(CORBA.Any(Values._tc_Label, "lábel")).value()
+    null = echo.echo_anything(CORBA.Any(Values._tc_Point, None)).value()
+    return [type(derived).__name__, derived.z, shared[0] is shared[1], node.id, label, null is None]
+
+
 EXPECTED = {
     "point": ["Point", 1, -2, "név"], "derived": ["Point3", 3.5], "truncatable": ["Tagged", "tag"], "null": True,
     "shared": [True, False, "o"], "twice": True, "array": [True, True], "holder": [1, "név", "l"], "union": "név",
     "label": "lábel", "wlabel": "wide ∑", "longs": [1, 2, 3], "pair": [4, 5.5], "secret": [1.5, 7],
-    "chain": [1, True], "exception": ["Point", "név"],
+    "chain": [1, True], "any": ["Point3", 3.5, True, 4, "lábel", True], "exception": ["Point", "név"],
 }
 """What :func:`calls` returns against a correct peer."""
 

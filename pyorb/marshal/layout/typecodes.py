@@ -7,15 +7,16 @@ from typing import Callable, Literal
 
 from pyorb.marshal.layout.kinds import (
     CDRLayoutError, TC_INDIRECTION, TV_ABSTRACT, TV_ALIAS, TV_ANY, TV_ARRAY, TV_COMPONENT, TV_ENUM, TV_EVENT,
-    TV_EXCEPT, TV_FIXED, TV_HOME, TV_LOCAL, TV_NATIVE, TV_OBJREF, TV_PRINCIPAL, TV_SEQUENCE, TV_STRING, TV_STRUCT,
-    TV_TYPECODE, TV_UNION, TV_VALUE, TV_VALUE_BOX, TV_WCHAR, TV_WSTRING, _DISCS, _PRIMS, _U16, _UNSUPPORTED,
-    _truncated,
+    TV_EXCEPT, TV_FIXED, TV_HOME, TV_LOCAL, TV_NATIVE, TV_NULL, TV_OBJREF, TV_PRINCIPAL, TV_SEQUENCE, TV_STRING,
+    TV_STRUCT, TV_TYPECODE, TV_UNION, TV_VALUE, TV_VALUE_BOX, TV_WCHAR, TV_WSTRING, _DISCS, _PRIMS, _U16,
+    _UNSUPPORTED, _truncated,
 )
 from pyorb.marshal.layout.cursors import _Frame, _Mover
 from pyorb.marshal.layout.nodes import (
     _Fixed, _Node, _OBJREF, _OCTETS, _Prim, _Ref, _STRING, _ULONG, _Union, _Unsupported, _array, _fixed_node,
     _read_disc, _sequence, _struct, _wide,
 )
+from pyorb.marshal.layout.valuetypes import _Value
 
 
 class _Any(_Node):
@@ -214,24 +215,56 @@ def _tc_interface(kind: int) -> Callable[[_Frame, int], tuple[TCInfo, int]]:
     return lambda f, i: ((node, kind), _skip_strings(f, i, 2))
 
 
-def _tc_value(kind: int) -> Callable[[_Frame, int], tuple[TCInfo, int]]:
-    """Value types are parsed (so their TypeCodes get scrubbed) but not walkable."""
+def _tc_string(f: _Frame, i: int) -> tuple[str, int]:
+    """A string parameter of a TypeCode (a repository id): its text and the index after it."""
+    j = f.ulong(i)[1]
+    end = _STRING.zero(f, i)
+    return bytes(f.data[j : end - 1]).decode("latin-1"), end
 
-    def parse(f: _Frame, i: int) -> tuple[TCInfo, int]:
-        i = _skip_strings(f, i, 2)
-        if kind == TV_VALUE_BOX:
-            i = _zero_typecode(f, i)[2]
-        else:
-            i = _tc_members(f, _zero_typecode(f, f.prim(i, 2)[1])[2], True)[1]
-        return (_Unsupported(_UNSUPPORTED[kind]), kind), i
 
-    return parse
+def _tc_value_box(f: _Frame, i: int) -> tuple[TCInfo, int]:
+    """Repository id, name, the boxed type."""
+    repo_id, i = _tc_string(f, i)
+    content, _, i = _zero_typecode(f, _STRING.zero(f, i))
+    return (_Value(repo_id, True, lambda: content, _registry(f.minor)), TV_VALUE_BOX), i
+
+
+def _tc_value(f: _Frame, i: int, kind: int = TV_VALUE) -> tuple[TCInfo, int]:
+    """Repository id, name, modifier, concrete base (tk_null if none), then
+    (name, type, visibility) per member: the state is the base's members, then these."""
+    repo_id, i = _tc_string(f, i)
+    i = f.prim(_STRING.zero(f, i), 2)[1]
+    base, base_kind, i = _zero_typecode(f, i)
+    if base_kind not in (TV_NULL, kind):
+        raise CDRLayoutError(f"the concrete base of value type {repo_id!r} is a TypeCode of kind {base_kind}")
+    members, i = _tc_members(f, i, True)
+
+    def state() -> _Node:
+        if base_kind == TV_NULL:
+            return _struct(members)
+        inherited = base.get() if isinstance(base, _Ref) else base
+        assert isinstance(inherited, _Value)  # a tk_value TypeCode's node
+        return _struct([inherited.state(), *members])
+
+    return (_Value(repo_id, False, state, _registry(f.minor)), TV_VALUE), i
+
+
+def _tc_event(f: _Frame, i: int) -> tuple[TCInfo, int]:
+    """Event types are parsed (so their TypeCodes get scrubbed) but not walkable."""
+    return (_Unsupported(_UNSUPPORTED[TV_EVENT]), TV_EVENT), _tc_value(f, i, TV_EVENT)[1]
+
+
+def _registry(minor: int) -> Callable[[str], _Value | None]:
+    """The value types this process has loaded, by repository id (a derived value in an any of its base)."""
+    from pyorb.marshal.layout.descriptors import _find_value  # compiles descriptors, so it imports this module
+
+    return _find_value(minor)
 
 
 _TC_PARSERS: dict[int, Callable[[_Frame, int], tuple[TCInfo, int]]] = {
     TV_STRUCT: _tc_struct(TV_STRUCT), TV_EXCEPT: _tc_struct(TV_EXCEPT), TV_UNION: _tc_union, TV_ENUM: _tc_enum,
     TV_SEQUENCE: _tc_sequence, TV_ARRAY: _tc_array, TV_ALIAS: _tc_alias,
-    TV_VALUE: _tc_value(TV_VALUE), TV_VALUE_BOX: _tc_value(TV_VALUE_BOX), TV_EVENT: _tc_value(TV_EVENT),
+    TV_VALUE: _tc_value, TV_VALUE_BOX: _tc_value_box, TV_EVENT: _tc_event,
     **{k: _tc_interface(k) for k in (TV_OBJREF, TV_ABSTRACT, TV_LOCAL, TV_NATIVE, TV_COMPONENT, TV_HOME)},
 }  # fmt: skip
 

@@ -58,6 +58,10 @@ class _Value(_Node):
         head, j = f.ulong(i)
         start = j - 4
         outside = f.chunked and start >= inner  # between its container's chunks
+        if outside and 0 < head < _TAG_MIN:
+            # A chunk opens first: a null or an indirection may sit inside one (omniORB
+            # writes a null member of a value in an any in a chunk of its own).
+            return self.zero(f, _next_chunk(f, start))
         if f.chunked and not outside and j > inner:
             raise CDRLayoutError(f"a value straddles the end of its container's chunk (offset {start})")
         if head == _NULL or head == _INDIRECTION:
