@@ -31,7 +31,9 @@ import pyorb
 from pyorb import marshal
 from pyorb.marshal import wide
 from pyorb.marshal import layout
-from pyorb.marshal.layout import CDRLayoutError, UnsupportedTypeError, realign_fragments, zero_padding
+from pyorb.marshal.layout import (
+    CDRLayoutError, UnsupportedTypeError, realign_fragments, transcode_strings, zero_padding,
+)
 from pyorb.marshal.layout.descriptors import _top
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -553,12 +555,12 @@ def test_bounds_are_checked() -> None:
 
 
 def test_what_is_not_walked_yet() -> None:
-    # A value box from its descriptor is walked (a null box is one zero long); realigning
-    # or re-encoding one is not, nor an abstract interface.
+    # A value box from its descriptor is walked (a null box is one zero long), re-encoded and
+    # realigned; an abstract interface is not.
     value_box = (30, None, "IDL:VB:1.0", "VB", 3)
     zero_padding((value_box,), bytearray(4), True)
-    with pytest.raises(UnsupportedTypeError, match="value types"):
-        realign_fragments((value_box,), bytes(4), True, 0, [])
+    assert transcode_strings((value_box,), bytes(4), True, 0, bytes.upper) == bytes(4)
+    assert realign_fragments((value_box,), bytes(4), True, 0, [4]) == bytes(4)
     with pytest.raises(NotImplementedError):
         realign_fragments(((32, "IDL:A:1.0", "A"),), bytes(8), True, 0, [])
     # An any holding a value box (of a long, here null) is walked; one holding an event type

@@ -12,6 +12,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.giop.ior import CS_ISO8859_1
 from pyorb.marshal.body import BodyCodec
 from pyorb.marshal.orb import cdr_marshal, ensure_orb
 
@@ -185,3 +186,63 @@ def test_an_unknown_derived_value_in_an_any_is_omniorbs_no_value_factory() -> No
     with pytest.raises(CORBA.MARSHAL) as caught:
         BodyCodec(ANY).unpack(body.replace(b"Values/Point3:", b"Values/Poin33:"), 0, True)
     assert caught.value.minor == omniORB.MARSHAL_NoValueFactory and "IDL:Values/Poin33:1.0" in str(caught.value)
+
+
+@pytest.mark.parametrize("le,align", PLACES)
+def test_values_in_iso_8859_1_keep_sharing_derivation_and_anys(le: bool, align: int) -> None:
+    # "név" is a byte shorter in ISO-8859-1: chunk lengths and indirection offsets after it change.
+    p = Values.Point(1, 2, "név")
+    descs = (Values._d_Points, Values._d_Point, Values._d_Holder, Values._d_Label) + ANY
+    sent = ([p, p, Values.Point3(3, 4, "é", 1.5), p], Values.Tagged(1, 2, "é", "tàg"), Values.Holder(1, p, "lé"),
+            "lábel", CORBA.Any(Values._tc_Points, [p, p]))
+    codec = BodyCodec(descs)
+    body = codec.pack(sent, align, le, char_set=CS_ISO8859_1)
+    assert "név".encode("latin-1") in body and "név".encode() not in body
+    points, tagged, holder, label, anything = codec.unpack(body, align, le, char_set=CS_ISO8859_1)
+    assert points[0] is points[1] is points[3] and points[0].name == "név"
+    assert type(points[2]) is Values.Point3 and (points[2].name, points[2].z) == ("é", 1.5)
+    assert type(tagged) is Values.Tagged and (tagged.name, tagged.tag) == ("é", "tàg")
+    assert (holder.p.name, holder.l, label) == ("név", "lé", "lábel")
+    assert anything.value()[0] is anything.value()[1]
+
+
+def test_chunks_of_any_shape_are_read_in_iso_8859_1() -> None:
+    # A Point whose string is split across chunks, then an indirection to it; a Node whose null
+    # next sits between its chunks; a truncatable value of an unknown type cut to its base.
+    point = (struct.pack("<IIi", 0x7FFFFF08, 4, 1) + struct.pack("<Ii", 4, 2) + struct.pack("<II", 5, 4) + b"n"
+             + bytes(3) + struct.pack("<I", 3) + b"\xe9v\0" + bytes(1) + struct.pack("<i", -1))
+    points = struct.pack("<I", 2) + point + struct.pack("<Ii", 0xFFFFFFFF, -len(point) - 4)
+    (got,) = BodyCodec((Values._d_Points,)).unpack(points, 0, True, char_set=CS_ISO8859_1)
+    assert got[0] is got[1] and (got[0].x, got[0].y, got[0].name) == (1, 2, "név")
+    node = struct.pack("<IIiIi", 0x7FFFFF08, 4, 5, 0, -1)
+    (got,) = BodyCodec((Values._d_Node,)).unpack(node, 0, True, char_set=CS_ISO8859_1)
+    assert (got.id, got.next) == (5, None)
+    state = struct.pack("<ii", 1, 2) + struct.pack("<I", 3) + b"\xe9b\0"
+    body = (struct.pack("<II", 0x7FFFFF0E, 2) + _id("IDL:Values/Unknown:1.0") + _id("IDL:Values/Point:1.0")
+            + struct.pack("<I", len(state)) + state + bytes(1) + struct.pack("<IIi", 4, 99, -1))
+    (got,) = BodyCodec((Values._d_Point,)).unpack(body, 0, True, char_set=CS_ISO8859_1)
+    assert type(got) is Values.Point and (got.x, got.y, got.name) == (1, 2, "éb")
+
+
+def test_values_across_giop_1_1_fragments_at_every_cut() -> None:
+    # A fragment payload is aligned from its message's start (phase 12): a cut at a body
+    # offset 4 mod 8 keeps every octet where it was, and puts the fragment boundary inside
+    # chunks, strings, repository ids and between an indirection's marker and its offset
+    # (a cut through a double is no train a sender can make: it says so).
+    p = Values.Point(1, 2, "név")
+    sent = ([p, Values.Point3(3, 4, "é", 1.5), p, Values.Tagged(5, 6, "t", "tàg"), p], Values.Node(8, None))
+    codec = BodyCodec((Values._d_Points, Values._d_Node))
+    for le in (True, False):
+        body = codec.pack(sent, 0, le)
+        decoded = 0
+        for cut in range(4, len(body), 8):
+            try:
+                points, node = codec.unpack(body, 0, le, fragment_starts=(cut,))
+            except CORBA.MARSHAL as exc:
+                assert "8-byte primitive is split across fragments" in str(exc), (cut, exc)
+                continue
+            assert points[0] is points[2] is points[4] and points[0].name == "név", cut
+            assert type(points[1]) is Values.Point3 and points[1].z == 1.5 and points[3].tag == "tàg", cut
+            assert (node.id, node.next) == (8, None), cut
+            decoded += 1
+        assert decoded >= len(body) // 8 - 2  # two doubles in the body

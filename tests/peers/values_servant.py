@@ -57,13 +57,15 @@ class Echo(Values__POA.Echo):  # type: ignore[misc]
         raise Values.Refused(p)
 
 
-def calls(echo: Any, exceptions: bool = True, wide: bool = True) -> dict[str, Any]:
+def calls(echo: Any, exceptions: bool = True, wide: bool = True, large: bool = True) -> dict[str, Any]:
     """Every case through ``echo`` (an omniORB or a pyorb blocking reference): what came back, JSON-able.
 
     ``exceptions=False`` leaves out the user exception holding a value: an
     omniORBpy server cannot send one (its reply fails with
     MARSHAL_CannotReserveOutputSpace and it answers MessageError); ``wide=False``
-    the boxed wstring (pyorb sends wide text inside values in the GIOP 1.2 form only)."""
+    the boxed wstring (pyorb sends wide text inside values in the GIOP 1.2 form only); ``large=False``
+    the sequence of values larger than omniORB's 8 KiB buffer (over GIOP 1.0, which has no fragments,
+    omniORB cannot write one: MARSHAL_CannotReserveOutputSpace)."""
     p = Values.Point(1, -2, "név")
     out: dict[str, Any] = {}
     got = echo.echo_point(p)
@@ -95,6 +97,10 @@ def calls(echo: Any, exceptions: bool = True, wide: bool = True) -> dict[str, An
     got = echo.echo_chain(Values.Node(1, None))
     out["chain"] = [got.id, got.next is None]
     out["any"] = _in_anys(echo, p)
+    if large:
+        many = [p if k % 3 == 0 else Values.Point3(k, k, f"p{k}", 0.5) for k in range(600)]
+        got = echo.echo_points(many)  # over omniORB's 8 KiB buffer: a fragment train each way
+        out["large"] = [len(got), got[0] is got[597], type(got[1]).__name__, got[599].name]
     if not exceptions:
         return out
     try:
@@ -119,7 +125,8 @@ EXPECTED = {
     "point": ["Point", 1, -2, "név"], "derived": ["Point3", 3.5], "truncatable": ["Tagged", "tag"], "null": True,
     "shared": [True, False, "o"], "twice": True, "array": [True, True], "holder": [1, "név", "l"], "union": "név",
     "label": "lábel", "wlabel": "wide ∑", "longs": [1, 2, 3], "pair": [4, 5.5], "secret": [1.5, 7],
-    "chain": [1, True], "any": ["Point3", 3.5, True, 4, "lábel", True], "exception": ["Point", "név"],
+    "chain": [1, True], "any": ["Point3", 3.5, True, 4, "lábel", True],
+    "large": [600, True, "Point3", "p599"], "exception": ["Point", "név"],
 }
 """What :func:`calls` returns against a correct peer."""
 
@@ -127,3 +134,8 @@ EXPECTED = {
 def omni_calls(orb: Any, obj: Any) -> dict[str, Any]:
     """``omni_call`` entry: the cases from an omniORBpy client."""
     return calls(obj)
+
+
+def omni_calls_10(orb: Any, obj: Any) -> dict[str, Any]:
+    """``omni_call`` entry over GIOP 1.0: the cases but the boxed wstring and the large sequence."""
+    return calls(obj, wide=False, large=False)

@@ -184,7 +184,9 @@ def transcode_strings(
     set.  Lengths and the alignment of everything after a string follow;
     padding comes out zeroed.  ``text`` may raise (a character the target
     code set lacks); CDRLayoutError (a ValueError) for malformed data or data
-    past one of ``bounds``, UnsupportedTypeError for value types (not yet re-encoded).
+    past one of ``bounds``.  Value types come out with chunks and indirections of
+    their own: each chunked value's state in one chunk, each indirection pointing
+    where its target now is.
     """
     return _move(descs, data, little_endian, base, (), 0, giop_minor, bounds, text)
 
@@ -204,14 +206,18 @@ def received(
     nesting, TypeCode size and elements of zero-size types, whichever walk.
 
     Raises CDRLayoutError (a ValueError) for malformed data or data past a
-    bound, UnsupportedTypeError for value types.
+    bound, UnsupportedTypeError for abstract interfaces.
     """
     if fragment_starts or text is not None:
-        if not fragment_starts and _reaches(descs, lambda node: isinstance(node, _Value)):
-            # The copying walk cannot re-encode a value type yet: bound it in place first,
-            # so a hostile one is refused for what it is.
+        if not fragment_starts and _reaches(descs, lambda node: isinstance(node, (_Value, _Any))):
+            # The copying walk relies on the in-place walk's checks of value types (end tags,
+            # nesting, where indirections point), which an any may hold too: bound it in place first.
             zero_padding(descs, bytearray(data), little_endian, base, giop_minor=giop_minor, bounds=bounds)
-        return _move(descs, data, little_endian, base, fragment_starts, 12, giop_minor, bounds, text)
+        out = _move(descs, data, little_endian, base, fragment_starts, 12, giop_minor, bounds, text)
+        if fragment_starts and _reaches(descs, lambda node: isinstance(node, (_Value, _Any))):
+            # The in-place walk's checks of value types, on the realigned body.
+            zero_padding(descs, bytearray(out), little_endian, base, giop_minor=giop_minor, bounds=bounds)
+        return out
     zero_padding(descs, bytearray(data), little_endian, base, giop_minor=giop_minor, bounds=bounds)
     return data
 

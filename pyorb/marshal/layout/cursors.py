@@ -96,7 +96,8 @@ class _Mover(_Bounded):
     Primitives are never split across segments; octet data may be.
     """
 
-    __slots__ = ("src", "segs", "k", "p", "fe", "ssh", "out", "dsh", "le", "ul", "minor", "tcs", "tc_src", "text")
+    __slots__ = ("src", "segs", "k", "p", "fe", "ssh", "out", "dsh", "le", "ul", "minor", "tcs", "tc_src", "text",
+                 "chunks", "values")
 
     def __init__(
         self, src: bytes, segs: list[tuple[int, int, int]], base: int, le: bool, minor: int, bounds: Bounds,
@@ -110,9 +111,16 @@ class _Mover(_Bounded):
         self.text = text  # re-encodes each string's octets (without its NUL) on the way
         self.tcs: _TCMap = {}
         self.tc_src: dict[int, int] = {}  # TypeCode start: source index -> output index
+        # Value types: while a chunked value's state is copied, its chunks are the segments, and
+        # ``chunks`` appends the next one when they run out; ``values`` maps where each value or
+        # repository id started in the source to (output index, what it is, its repository ids).
+        self.chunks: Callable[[_Mover], None] | None = None
+        self.values: dict[int, tuple[int, str, tuple[str, ...]]] = {}
 
     def advance(self) -> None:
-        """Continue in the next fragment payload."""
+        """Continue in the next fragment payload (or the next chunk of a chunked value's state)."""
+        if self.chunks is not None and self.k + 1 >= len(self.segs):
+            self.chunks(self)
         self.k += 1
         if self.k >= len(self.segs):
             raise _truncated("a value (no more fragments)")

@@ -12,10 +12,10 @@ nest at most ``Bounds.max_nesting_depth`` deep.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Literal
 
 from pyorb.marshal.layout.cursors import _Frame, _Mover
-from pyorb.marshal.layout.kinds import CDRLayoutError, UnsupportedTypeError, _truncated
+from pyorb.marshal.layout.kinds import CDRLayoutError, _truncated
 from pyorb.marshal.layout.nodes import (
     _Array, _Counted, _Fixed, _Group, _Node, _Prim, _Ref, _STRING, _Seq, _Struct, _Union, _WChar, _wchar_key,
 )
@@ -117,8 +117,37 @@ class _Value(_Node):
                              MARSHAL_NO_VALUE_FACTORY)
 
     def move(self, m: _Mover) -> None:
-        raise UnsupportedTypeError("pyorb cannot yet realign value types across GIOP 1.1 fragments "
-                                   "or re-encode their strings for another char code set")
+        """Copy a value whose strings may change length: the output chunks and
+        indirections are its own, the state of a chunked value in one chunk."""
+        if m.chunks is not None:
+            _between_chunks(m)
+        head = m.ulong()
+        src, out = m.p - 4, len(m.out) - 4
+        if head == _NULL:
+            return
+        if head == _INDIRECTION:
+            _move_indirection(m, _VALUE)
+            return
+        if not _TAG_MIN <= head <= _TAG_MAX or head & _TYPE_INFO == 4:
+            raise CDRLayoutError(f"bad value tag {head:#010x} at offset {src}")
+        if m.chunks is not None:
+            raise CDRLayoutError(f"a value inside a chunked value (offset {src}): "
+                                 "omniORB's unmarshaler cannot read one")
+        m.values[src] = (out, _VALUE, ())
+        if head & _CODEBASE:
+            _move_string(m, _CODEBASE_URL)
+        node, truncated = self, False
+        if head & _TYPE_INFO:
+            ids = _move_repo_ids(m) if head & _TYPE_INFO == _ID_LIST else _move_string(m, _REPO_ID)
+            node, truncated = self._actual(list(ids), bool(head & _CHUNKED), src)
+        m.enter("values")
+        try:
+            if head & _CHUNKED:
+                _move_chunked(node.state(), m, truncated)
+            else:
+                node.state().move(m)
+        finally:
+            m.nest -= 1
 
 
 def _zero_chunked(state: _Node, f: _Frame, i: int) -> int:
@@ -332,3 +361,146 @@ def _repo_ids(f: _Frame, i: int) -> tuple[list[str], int]:
         rid, j = _repo_id(f, j)
         ids.append(rid)
     return ids, j
+
+
+def _move_chunked(state: _Node, m: _Mover, truncated: bool) -> None:
+    """Copy a chunked value's state, its source chunks read as segments, into one output chunk; then its end tag."""
+    main = _Chunks(m.segs)
+    pad = (-(len(m.out) + m.dsh)) & 3
+    m.out += bytes(pad + 4)
+    head = len(m.out)  # the output chunk's length goes before here
+    m.segs, m.chunks, main.home = [(m.p, m.p, m.ssh)], main, [m.k]
+    m.k, m.fe = 0, m.p
+    try:
+        state.move(m)
+        if (m.p < m.fe or m.k + 1 < len(m.segs)) and not truncated:
+            raise CDRLayoutError(f"a chunk runs past its value's state (offset {m.p})")
+        i, k = m.segs[-1][1], main.home[-1]
+    finally:
+        m.segs, m.chunks = main.main, None
+    while True:  # the end tag, after the chunks of a truncated value's rest (octets of a type unknown here)
+        value, j, k = main.token(m, i, k)
+        if value >= 0x80000000 or not truncated or not 0 < value < _TAG_MIN:
+            break
+        i, k = main.span(j + 4, value, k, None)
+    if value != 0xFFFFFFFF:
+        raise CDRLayoutError(f"a chunked value's state ends at offset {j} but no end tag -1 follows")
+    m.k, m.p = k, j + 4
+    _, m.fe, m.ssh = main.main[k]
+    length = len(m.out) - head
+    if length:
+        m.out[head - 4 : head] = length.to_bytes(4, "little" if m.le else "big")
+    else:  # no state: no chunk (a chunk holds at least one octet)
+        del m.out[head - 4 - pad :]
+    m.out += bytes((-(len(m.out) + m.dsh)) & 3) + b"\xff\xff\xff\xff"
+
+
+class _Chunks:
+    """A chunked value's source chunks as the mover's segments: called when they run
+    out, it appends the next chunk (split where it crosses a GIOP 1.1 fragment).
+
+    Positions are indices in the source, which are the sender's stream positions
+    (the senders count the octets of a fragment train without its headers).
+    """
+
+    __slots__ = ("main", "home")
+
+    def __init__(self, main: list[tuple[int, int, int]]) -> None:
+        self.main = main  # the body's segments: message body, then each fragment payload
+        self.home: list[int] = []  # for each chunk segment, the body segment it lies in
+
+    def __call__(self, m: _Mover) -> None:
+        length, j, k = self.token(m, m.segs[-1][1], self.home[-1])
+        if not 0 < length < _TAG_MIN:
+            raise CDRLayoutError(f"a value's state ends before its members do (offset {j})")
+        self.span(j + 4, length, k, m.segs)
+
+    def token(self, m: _Mover, i: int, k: int) -> tuple[int, int, int]:
+        """The aligned ulong at or after index ``i`` of body segment ``k`` or a later one: (value, index, segment)."""
+        while True:
+            a, b, ssh = self.main[k]
+            j = max(i, a)
+            j += (-(j + ssh)) & 3
+            if j + 4 <= b:
+                return int(m.ul(m.src, j)[0]), j, k
+            if j < b:
+                raise CDRLayoutError(f"a ulong is split across fragments (offset {j})")
+            k += 1
+            if k >= len(self.main):
+                raise _truncated("a value")
+
+    def span(self, i: int, n: int, k: int, out: list[tuple[int, int, int]] | None) -> tuple[int, int]:
+        """Step over ``n`` octets from index ``i`` of body segment ``k`` (appending them to
+        ``out`` as segments, if given): where they end, and in which body segment."""
+        while True:
+            a, b, ssh = self.main[k]
+            i = max(i, a)
+            c = min(n, b - i)
+            if c > 0:
+                if out is not None:
+                    out.append((i, i + c, ssh))
+                    self.home.append(k)
+                i, n = i + c, n - c
+            if not n:
+                return i, k
+            k += 1
+            if k >= len(self.main):
+                raise CDRLayoutError(f"a chunk runs {n} octets past the end of the data")
+
+
+def _between_chunks(m: _Mover) -> None:
+    """Before a value token in a chunked value's state: if the current chunk is used
+    up and no chunk follows, the token (a null or an indirection) sits between chunks:
+    make it the next segment."""
+    j = m.p + ((-(m.p + m.ssh)) & 3)
+    if j + 4 <= m.fe or m.k + 1 < len(m.segs):
+        return
+    main = m.chunks
+    assert isinstance(main, _Chunks)
+    value, j, k = main.token(m, m.fe, main.home[-1])
+    if 0 < value < _TAG_MIN:
+        return  # a chunk: the walk continues in it
+    main.span(j, 4, k, m.segs)
+    if value == _INDIRECTION:  # its offset may be in the next fragment
+        _, j, k = main.token(m, j + 4, k)
+        main.span(j, 4, k, m.segs)
+
+
+def _move_indirection(m: _Mover, what: str) -> tuple[str, ...]:
+    """Copy an indirection's offset (the marker is copied), pointed at the same target in the output."""
+    order: Literal["little", "big"] = "little" if m.le else "big"
+    offset = int.from_bytes(m.prim(4, 4), order, signed=True)
+    hit = m.values.get(m.p - 4 + offset)
+    if hit is None or hit[1] != what:
+        raise CDRLayoutError(f"indirection at offset {m.p - 8} to offset {m.p - 4 + offset}, where no {what} started")
+    m.out[-4:] = (hit[0] - (len(m.out) - 4)).to_bytes(4, order, signed=True)
+    return hit[2]
+
+
+def _move_string(m: _Mover, what: str) -> tuple[str, ...]:
+    """Copy a repository id or codebase URL (or an indirection to one) unchanged: (its text,)."""
+    n = m.ulong()
+    src, out = m.p - 4, len(m.out) - 4
+    if n == _INDIRECTION:
+        return _move_indirection(m, what)
+    if not 0 < n <= m.left():
+        raise _truncated(f"a {what}")
+    m.run(n)
+    if m.out[-1]:
+        raise CDRLayoutError(f"a {what} at offset {src} is not NUL-terminated")
+    text = (bytes(m.out[-n:-1]).decode("latin-1"),)
+    m.values[src] = (out, what, text)
+    return text
+
+
+def _move_repo_ids(m: _Mover) -> tuple[str, ...]:
+    """Copy a list of repository ids (or an indirection to one seen before)."""
+    count = m.ulong()
+    src, out = m.p - 4, len(m.out) - 4
+    if count == _INDIRECTION:
+        return _move_indirection(m, _REPO_IDS)
+    if count == 0 or count > m.left() // 5:
+        raise _truncated("a repository id list")
+    ids = tuple(rid for _ in range(count) for rid in _move_string(m, _REPO_ID))
+    m.values[src] = (out, _REPO_IDS, ids)
+    return ids
