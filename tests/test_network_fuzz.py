@@ -2,7 +2,7 @@
 
 A real server (tests/fuzz/stats_server.py, in its own process) takes
 hundreds of connections, many at once, each sending mutated ping Requests,
-hostile values in an ``any`` (any version, byte order and char code set,
+hostile values in an ``any`` and malformed value types (any version, byte order and char code set,
 whole or fragmented) and then one malformation (tests/fuzz/malformed.py): truncated headers, bad
 magic, versions, flags and types, giant sizes, random bytes, fragments
 without a start, broken or endless trains, half messages followed by a

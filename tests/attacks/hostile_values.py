@@ -24,7 +24,8 @@ from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.codesets import CS_UTF16, code_sets_context
 from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, Reply, ReplyStatus, Request, ServiceContext, Version
 
-TK_NULL, TK_LONG, TK_ANY, TK_STRUCT, TK_SEQUENCE, TK_ARRAY = 0, 3, 11, 15, 19, 20
+TK_NULL, TK_LONG, TK_ANY, TK_STRUCT, TK_SEQUENCE, TK_ARRAY, TK_VALUE = 0, 3, 11, 15, 19, 20, 29
+TC_INDIRECTION = 0xFFFFFFFF
 FRAGMENT = 7
 
 Fill = Callable[[CDRWriter], None]
@@ -264,3 +265,48 @@ def unknown_value() -> bytes:
     """A Link body whose repository id names a type the receiver does not know."""
     rid = b"IDL:Nowhere/Thing:1.0\0"
     return _v32(VALUE_TAG | 2) + _v32(len(rid)) + rid + bytes(-len(rid) % 4) + _v32(1) + _v32(0)
+
+
+def link_typecode(w: CDRWriter) -> None:
+    """Hardening::Link's TypeCode (its ``next`` an indirection back to it), written to ``w``."""
+    w.align(4)
+    start = len(w.buf)
+    params = CDRWriter(w.little_endian)
+    params.octet(int(w.little_endian))
+    params.string("IDL:Hardening/Link:1.0")
+    params.string("Link")
+    params.short(0)  # modifier
+    params.ulong(TK_NULL)  # no concrete base
+    params.ulong(2)
+    params.string("id")
+    params.ulong(TK_LONG)
+    params.short(1)  # public
+    params.string("next")
+    params.ulong(TC_INDIRECTION)
+    params.long(start - (start + 8 + len(params.buf)))  # to the tk_value 8 octets before the parameters
+    params.short(1)
+    w.ulong(TK_VALUE)
+    w.ulong(len(params.buf))
+    w.raw(bytes(params.buf))
+
+
+def value_attack(name: str, in_any: bool = False) -> Attack:
+    """``VALUE_ATTACKS[name]`` as an :class:`Attack` on a body at any offset: give_link's
+    argument, or (``in_any``) take's any of a Link.  Little endian only, as the attacks are."""
+    return sized_value_attack(VALUE_ATTACKS[name], in_any)
+
+
+def sized_value_attack(body: Callable[[], bytes], in_any: bool = False) -> Attack:
+    """An :class:`Attack` writing the little-endian value ``body()`` 4-aligned (after Link's TypeCode if ``in_any``)."""
+
+    def write(little_endian: bool = True, base: int = 0) -> bytes:
+        if not little_endian:
+            raise ValueError("the hostile value bodies are little endian")
+        w = CDRWriter(True, base)
+        if in_any:
+            link_typecode(w)
+        w.align(4)
+        w.raw(body())
+        return w.getvalue()
+
+    return write

@@ -144,7 +144,7 @@ class CaseMaker:
     lives on (valid pings, whole, fragmented or with service contexts; pings
     with arbitrary argument bytes; unknown keys and operations; addressing
     by profile; Locate and Cancel requests; with ``hostile_key``, the key of
-    a Hardening::Target, hostile values in an any, in any version, byte
+    a Hardening::Target, hostile values in an any and malformed value types, in any version, byte
     order and char code set, whole or in fragments); then comes one of the
     malformations of :attr:`kinds`.
     """
@@ -227,8 +227,10 @@ class CaseMaker:
         return encode(CancelRequest(rid, version, little))
 
     def _hostile_value(self, rid: int, version: Version, little: bool) -> bytes:
-        """A take(any) whose any the bounds refuse, in what fits the server's message size."""
+        """A take(any) whose any the bounds refuse, or a malformed value type: what fits the message size."""
         rng = self.rng
+        if rng.random() < 0.5:
+            return self._hostile_value_type(rid, version)
         value = rng.choice([
             hostile.fill_empty_sequence(1 << 22), hostile.fill_empty_array(1 << 22),
             hostile.fill_nested_anys(rng.randrange(65, 10_000)),
@@ -238,6 +240,24 @@ class CaseMaker:
         char_set = rng.choice([None, CS_UTF8, CS_ISO8859_1])
         return hostile.request(hostile.attack(value), version, little, fragmented, char_set, request_id=rid,
                                key=self.hostile_key)
+
+    def _hostile_value_type(self, rid: int, version: Version) -> bytes:
+        """One of the malformed value types (indirections, chunks, end tags, nesting) as give_link's
+        argument or in take's any; little endian, as the attacks are written."""
+        rng = self.rng
+        name = rng.choice(sorted(hostile.VALUE_ATTACKS))
+        body = hostile.VALUE_ATTACKS[name]
+        if name == "values 100000 deep":  # as deep as the server's message size allows
+            depth = rng.randrange(65, 7_000)
+            body = lambda: hostile.deep_links(depth)  # noqa: E731
+        elif name == "chunked values 100000 deep":
+            depth = rng.randrange(2, 3_500)
+            body = lambda: hostile.chunked_links(depth)  # noqa: E731
+        in_any = rng.random() < 0.5
+        fragmented = version != (1, 0) and rng.random() < 0.3
+        char_set = rng.choice([None, CS_UTF8, CS_ISO8859_1])
+        return hostile.request(hostile.sized_value_attack(body, in_any), version, True, fragmented, char_set,
+                               "take" if in_any else "give_link", request_id=rid, key=self.hostile_key)
 
     # -- building blocks --------------------------------------------------------
 

@@ -130,8 +130,10 @@ class _Value(_Node):
             return
         if not _TAG_MIN <= head <= _TAG_MAX or head & _TYPE_INFO == 4:
             raise CDRLayoutError(f"bad value tag {head:#010x} at offset {src}")
-        if m.chunks is not None:
-            raise CDRLayoutError(f"a value inside a chunked value (offset {src}): "
+        if m.chunks is not None:  # the in-place walk's texts
+            if not head & _CHUNKED:
+                raise CDRLayoutError(f"an unchunked value inside a chunked one (offset {src})")
+            raise CDRLayoutError(f"a chunked value inside a chunked value (offset {src}): "
                                  "omniORB's unmarshaler cannot read one")
         m.values[src] = (out, _VALUE, ())
         if head & _CODEBASE:
@@ -374,7 +376,8 @@ def _move_chunked(state: _Node, m: _Mover, truncated: bool) -> None:
     try:
         state.move(m)
         if (m.p < m.fe or m.k + 1 < len(m.segs)) and not truncated:
-            raise CDRLayoutError(f"a chunk runs past its value's state (offset {m.p})")
+            left = m.fe - m.p + sum(b - a for a, b, _ in m.segs[m.k + 1 :])
+            raise CDRLayoutError(f"a chunk runs {left} octets past its value's state (offset {m.p})")
         i, k = m.segs[-1][1], main.home[-1]
     finally:
         m.segs, m.chunks = main.main, None
@@ -383,8 +386,11 @@ def _move_chunked(state: _Node, m: _Mover, truncated: bool) -> None:
         if value >= 0x80000000 or not truncated or not 0 < value < _TAG_MIN:
             break
         i, k = main.span(j + 4, value, k, None)
+    if value < 0x80000000:
+        raise CDRLayoutError(f"a chunked value's state ends at offset {j} but no end tag follows")
     if value != 0xFFFFFFFF:
-        raise CDRLayoutError(f"a chunked value's state ends at offset {j} but no end tag -1 follows")
+        raise CDRLayoutError(f"end tag -{0x100000000 - value} at offset {j} does not close the value "
+                             "open at nesting level 1")
     m.k, m.p = k, j + 4
     _, m.fe, m.ssh = main.main[k]
     length = len(m.out) - head
@@ -413,6 +419,8 @@ class _Chunks:
         length, j, k = self.token(m, m.segs[-1][1], self.home[-1])
         if not 0 < length < _TAG_MIN:
             raise CDRLayoutError(f"a value's state ends before its members do (offset {j})")
+        if j + 4 + length > self.main[-1][1]:
+            raise CDRLayoutError(f"a chunk of {length} octets at offset {j} runs past the end of the data")
         self.span(j + 4, length, k, m.segs)
 
     def token(self, m: _Mover, i: int, k: int) -> tuple[int, int, int]:
@@ -427,7 +435,7 @@ class _Chunks:
                 raise CDRLayoutError(f"a ulong is split across fragments (offset {j})")
             k += 1
             if k >= len(self.main):
-                raise _truncated("a value")
+                raise _truncated("a ulong")
 
     def span(self, i: int, n: int, k: int, out: list[tuple[int, int, int]] | None) -> tuple[int, int]:
         """Step over ``n`` octets from index ``i`` of body segment ``k`` (appending them to
