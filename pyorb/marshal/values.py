@@ -145,5 +145,20 @@ def nested_value(desc: Descriptor, value: Any, inside: bool = False) -> bool:
         return arm is not None and nested_value(arm[2], value._v, inside)
     if kind == TV_ANY and isinstance(value, CORBA.Any):  # walked only where its TypeCode allows a value
         held = value._t._d
-        return values_can_nest((held,), inside) and nested_value(held, value._v, inside)
+        if isinstance(held, int) and held != TV_ANY:  # a primitive
+            return False
+        return _can_nest(held, inside) and nested_value(held, value._v, inside)
     return False
+
+
+_can_nest_cache: dict[tuple[int, bool], tuple[Descriptor, bool]] = {}
+
+
+def _can_nest(desc: Descriptor, inside: bool) -> bool:
+    """:func:`values_can_nest` for an any's type, cached by identity (the entry keeps the descriptor alive)."""
+    hit = _can_nest_cache.get((id(desc), inside))
+    if hit is None:
+        if len(_can_nest_cache) > 4096:
+            _can_nest_cache.clear()
+        hit = _can_nest_cache[(id(desc), inside)] = (desc, values_can_nest((desc,), inside))
+    return hit[1]
