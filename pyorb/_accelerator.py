@@ -37,10 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk", "pyorb.aio._csend")
+NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk", "pyorb.marshal.layout._cvalues",
+                           "pyorb.aio._csend")
 """The modules written for the compiler, each of C twins: the GIOP core's per-message functions
-(``pyorb.giop._cframing``), the padding walk of flat bodies (``pyorb.marshal.layout._cwalk``) and a
-dispatcher thread's write to its client's socket (``pyorb.aio._csend``)."""
+(``pyorb.giop._cframing``), the padding walk of flat bodies (``pyorb.marshal.layout._cwalk``), the
+walk of runs of value types (``pyorb.marshal.layout._cvalues``) and a dispatcher thread's write to
+its client's socket (``pyorb.aio._csend``)."""
 
 MANIFEST = "_accelerator.json"
 """Beside this file: the compiler's version and each native module's source hash, written by ``build.py``."""
@@ -67,7 +69,10 @@ def source_path(module: str, root: Path = _HERE) -> Path:
 
 
 def source_hash(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The hash of a Cython source and of its declarations (``.pxd``, which other modules compile in) if any."""
+    declarations = path.with_suffix(".pxd")
+    extra = declarations.read_bytes() if declarations.exists() else b""
+    return hashlib.sha256(path.read_bytes() + extra).hexdigest()
 
 
 def _extension(module: str, root: Path) -> Path | None:

@@ -104,6 +104,14 @@ def test_an_edited_source_makes_the_build_stale(tmp_path: Path) -> None:
     assert not status.compiled and status.reason.startswith("stale build") and source.name in status.reason
 
 
+def test_an_edited_declaration_file_makes_the_build_stale(tmp_path: Path) -> None:
+    # Other modules compile in a .pxd's inline functions: a change to it is a change to the build.
+    source = _fake_build(tmp_path)
+    source.with_suffix(".pxd").write_text("cdef int _edited\n")
+    status = _accelerator.decide(tmp_path, {})
+    assert not status.compiled and status.reason.startswith("stale build"), status
+
+
 def test_a_missing_extension_or_manifest_means_pure_python(tmp_path: Path) -> None:
     assert _accelerator.decide(tmp_path, {}).reason.startswith("not built")
     source = _fake_build(tmp_path)

@@ -11,22 +11,16 @@ raises the error; padding zeroed on the way is zeroed again, harmlessly.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport uint8_t, uint32_t
+from libc.stdint cimport uint8_t
 
-from pyorb.marshal import layout as _layout  # imports this module at its very end
-
-cdef object _py_zero_flat = _layout._zero_flat
-
-
-cdef inline uint32_t _u32(const uint8_t* p, bint little) noexcept nogil:
-    if little:
-        return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+# The layout package imports this module at its very end, or (through the value walk, which
+# takes ``_walk``) half-way: its Python original is looked up when needed.
+from pyorb.marshal import layout as _layout
 
 
-cdef Py_ssize_t _walk(tuple plan, uint8_t* d, Py_ssize_t end, Py_ssize_t sh, bint le) except -2:
-    """Where the values end, or -1 if the data is not what the plan says."""
-    cdef Py_ssize_t i = 0, j, size, a, b, c, k, count, unit, limit
+cdef Py_ssize_t _walk(tuple plan, uint8_t* d, Py_ssize_t i, Py_ssize_t end, Py_ssize_t sh, bint le) except -2:
+    """Where the values that start at ``i`` end, or -1 if the data is not what the plan says."""
+    cdef Py_ssize_t j, size, a, b, c, k, count, unit, limit
     cdef bint counted, nul
     cdef tuple part, layout, ops, op
     for part in plan:
@@ -73,9 +67,10 @@ def _zero_flat(tuple plan, d, Py_ssize_t end, Py_ssize_t sh, bint le):
         if end < 0 or end > view.len:
             i = -1
         else:
-            i = _walk(plan, <uint8_t*>view.buf, end, sh, le)
+            i = _walk(plan, <uint8_t*>view.buf, 0, end, sh, le)
     finally:
         PyBuffer_Release(&view)
     if i < 0:
-        return _py_zero_flat(plan, d, end, sh, le)  # it raises the error (or, for odd input, decides)
+        # The Python original raises the error (or, for odd input, decides).
+        return _layout._PYTHON_TWINS["_zero_flat"](plan, d, end, sh, le)
     return i
