@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Literal
 
+from pyorb import _accelerator
 from pyorb.marshal.layout.cursors import _Frame, _Mover
 from pyorb.marshal.layout.kinds import CDRLayoutError, _truncated
 from pyorb.marshal.layout.nodes import (
@@ -104,6 +105,17 @@ class _Value(_Node):
         if f.chunked:
             return _next_chunk(f, i)
         f.end = f.full_end
+        return i
+
+    def zero_many(self, f: _Frame, i: int, n: int) -> int:
+        # A run of values (a sequence of them): the compiled twin walks the common forms in
+        # one C loop; for the rest, or an error, it gives -1 and this walk runs from the same start.
+        if _zero_values is not None:
+            j = _zero_values(self, f, i, n)
+            if j >= 0:
+                return j
+        for _ in range(n):
+            i = self.zero(f, i)
         return i
 
     def _actual(self, ids: list[str], chunked: bool, start: int) -> tuple[_Value, bool]:
@@ -512,3 +524,7 @@ def _move_repo_ids(m: _Mover) -> tuple[str, ...]:
     ids = tuple(rid for _ in range(count) for rid in _move_string(m, _REPO_ID))
     m.values[src] = (out, _REPO_IDS, ids)
     return ids
+# With the compiled accelerator, runs of values are walked in C first (``_Value.zero_many``).
+_zero_values: Callable[[_Value, _Frame, int, int], int] | None = None
+if _accelerator.status().compiled:
+    from pyorb.marshal.layout._cvalues import _zero_values  # noqa: E402
