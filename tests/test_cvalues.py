@@ -74,22 +74,16 @@ def agree(descs: tuple[Any, ...], data: bytes, le: bool, base: int, bounds: Boun
     return python
 
 
-def run_directly(descs: tuple[Any, ...], data: bytes, le: bool, base: int) -> tuple[int, bytes, dict[int, str]]:
-    """The twin alone on a body that is one sequence of values: its result, the bytes and the frame's table after."""
+def run(descs: tuple[Any, ...], data: bytes, le: bool, base: int, twin: bool) -> tuple[int, bytes, dict[int, str]]:
+    """A body that is one sequence of values through the twin alone (its -1 kept), or through the
+    Python walk's loop: the index after the run, the bytes and the frame's table after."""
     node = _top(descs, 2)
     assert isinstance(node, _Seq)
     buf = bytearray(data)
     f = _Frame(buf, len(buf), base, le, 2, {}, 0, len(buf))
     n, i = f.ulong(0)
-    return cvalues._zero_values(node.elem, f, i, n), bytes(buf), f.values
-
-
-def run_in_python(descs: tuple[Any, ...], data: bytes, le: bool, base: int) -> tuple[int, bytes, dict[int, str]]:
-    node = _top(descs, 2)
-    assert isinstance(node, _Seq)
-    buf = bytearray(data)
-    f = _Frame(buf, len(buf), base, le, 2, {}, 0, len(buf))
-    n, i = f.ulong(0)
+    if twin:
+        return cvalues._zero_values(node.elem, f, i, n), bytes(buf), f.values
     for _ in range(n):
         i = node.elem.zero(f, i)
     return i, bytes(buf), f.values
@@ -158,9 +152,9 @@ def test_omniorbs_sequences_of_values_walk_the_same(points: list[Any], le: bool,
 def test_the_twin_takes_omniorbs_sequences_itself(points: list[Any], le: bool, base: int) -> None:
     """No hand-back for what omniORB writes: the twin's own result, bytes and table are the Python walk's."""
     data = bytes(omni_marshal(POINTS, [points], base, le))
-    end, scrubbed, table = run_directly(POINTS, data, le, base)
+    end, scrubbed, table = run(POINTS, data, le, base, twin=True)
     assert end == len(data)
-    assert (end, scrubbed, table) == run_in_python(POINTS, data, le, base)
+    assert (end, scrubbed, table) == run(POINTS, data, le, base, twin=False)
 
 
 @pytest.mark.parametrize("name", sorted(BOXES))
@@ -172,7 +166,7 @@ def test_boxes_and_private_state_walk_the_same(name: str, data: st.DataObject, l
     descs, values = BOXES[name]
     encoded = bytes(omni_marshal(descs, [data.draw(values)], base, le))
     assert agree(descs, encoded, le, base)[0] is None
-    assert run_directly(descs, encoded, le, base) == run_in_python(descs, encoded, le, base)
+    assert run(descs, encoded, le, base, twin=True) == run(descs, encoded, le, base, twin=False)
     for sample in mutations(encoded, where, value, cut):
         agree(descs, sample, le, base)
 
@@ -313,11 +307,11 @@ def test_hand_made_sequences_of_values_walk_the_same(sample: tuple[bytes, bool, 
 @given(sample=hand_made())
 def test_what_the_twin_takes_it_leaves_as_python_does(sample: tuple[bytes, bool, int]) -> None:
     data, le, base = sample
-    end, scrubbed, table = run_directly(POINTS, data, le, base)
+    end, scrubbed, table = run(POINTS, data, le, base, twin=True)
     if end < 0:  # handed back: the frame's table untouched
         assert table == {}
         return
-    assert (end, scrubbed, table) == run_in_python(POINTS, data, le, base)
+    assert (end, scrubbed, table) == run(POINTS, data, le, base, twin=False)
 
 
 def test_the_hand_made_forms_are_the_twins_own() -> None:
@@ -354,9 +348,9 @@ def test_the_hand_made_forms_are_the_twins_own() -> None:
     for kind, v in (("long", 5), ("long", 6), ("string", "x")):
         member(w, kind, v)
     data = bytes(w.out)
-    end, scrubbed, table = run_directly(POINTS, data, True, 0)
+    end, scrubbed, table = run(POINTS, data, True, 0, twin=True)
     assert end == len(data), data.hex()
-    assert (end, scrubbed, table) == run_in_python(POINTS, data, True, 0)
+    assert (end, scrubbed, table) == run(POINTS, data, True, 0, twin=False)
 
 
 # -- without the accelerator -------------------------------------------------------

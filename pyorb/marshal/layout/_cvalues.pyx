@@ -95,14 +95,15 @@ cdef bint _named(_Walk* w, Py_ssize_t target, uint8_t kind, dict table) except -
     return table.get(target) == _KINDS[kind]
 
 
-cdef Py_ssize_t _indirection(_Walk* w, Py_ssize_t i, uint8_t kind, dict table) except -2:
-    """After an indirection marker at ``i - 4``: the index after its offset, or -1 if it names no earlier ``kind``."""
+cdef Py_ssize_t _indirection(_Walk* w, Py_ssize_t i, uint8_t kind, dict table, Py_ssize_t* target) except -2:
+    """After an indirection marker at ``i - 4``: the index after its offset (``target[0]`` where it
+    points), or -1 if it names no ``kind`` that started before the marker."""
     cdef uint32_t offset
     cdef Py_ssize_t j = _ulong(w, i, &offset)
     if j < 0:
         return -1
-    cdef Py_ssize_t target = j - 4 + <int32_t>offset
-    if target >= i - 4 or not _named(w, target, kind, table):
+    target[0] = j - 4 + <int32_t>offset
+    if target[0] >= i - 4 or not _named(w, target[0], kind, table):
         return -1
     return j
 
@@ -118,19 +119,12 @@ cdef inline Py_ssize_t _string(_Walk* w, Py_ssize_t at) noexcept:
 
 cdef Py_ssize_t _repo_id(_Walk* w, Py_ssize_t i, Py_ssize_t* at, bint record, dict table) except -2:
     """After the repository id (or indirection to one) at or after ``i``, or -1; ``at[0]`` is where its count is."""
-    cdef uint32_t head, offset
-    cdef Py_ssize_t j = _ulong(w, i, &head), k, target
+    cdef uint32_t head
+    cdef Py_ssize_t j = _ulong(w, i, &head)
     if j < 0:
         return -1
     if head == _INDIRECTION:
-        k = _ulong(w, j, &offset)
-        if k < 0:
-            return -1
-        target = k - 4 + <int32_t>offset
-        if target >= j - 4 or not _named(w, target, _REPO_ID, table):
-            return -1
-        at[0] = target
-        return k
+        return _indirection(w, j, _REPO_ID, table, at)
     if record and not _record(w, j - 4, _REPO_ID):
         return -1
     at[0] = j - 4
@@ -140,19 +134,14 @@ cdef Py_ssize_t _repo_id(_Walk* w, Py_ssize_t i, Py_ssize_t* at, bint record, di
 cdef Py_ssize_t _repo_ids(_Walk* w, Py_ssize_t i, Py_ssize_t* ids, Py_ssize_t* nids, bint record,
                           dict table) except -2:
     """After a repository id list (or indirection to one) at or after ``i``, or -1; its ids' counts in ``ids``."""
-    cdef uint32_t count, offset
+    cdef uint32_t count
     cdef Py_ssize_t j = _ulong(w, i, &count), k, target, m
     if j < 0:
         return -1
     if count == _INDIRECTION:
-        k = _ulong(w, j, &offset)
-        if k < 0:
-            return -1
-        target = k - 4 + <int32_t>offset
-        if target >= j - 4 or not _named(w, target, _REPO_IDS, table):
-            return -1
+        k = _indirection(w, j, _REPO_IDS, table, &target)
         # Read again where it started, as the Python walk does (its starts are recorded already).
-        return k if _repo_ids(w, target, ids, nids, False, table) >= 0 else -1
+        return k if k >= 0 and _repo_ids(w, target, ids, nids, False, table) >= 0 else -1
     if count == 0 or count > (w.end - j) // 5 or count > _MAX_IDS:
         return -1
     if record and not _record(w, j - 4, _REPO_IDS):
@@ -346,7 +335,7 @@ cdef class _Run:
     cdef Py_ssize_t one(self, _Walk* w, Py_ssize_t i) except -2:
         """The index after the value at or after ``i``, or -1."""
         cdef uint32_t head, url
-        cdef Py_ssize_t j = _ulong(w, i, &head), k, start, nids = 1, chunk_end = 0
+        cdef Py_ssize_t j = _ulong(w, i, &head), k, start, target, nids = 1, chunk_end = 0
         cdef bint truncated = False
         cdef object found = self.node
         cdef object plan, steps
@@ -355,7 +344,7 @@ cdef class _Run:
         if head == 0:
             return j
         if head == _INDIRECTION:
-            return _indirection(w, j, _VALUE, self.table)
+            return _indirection(w, j, _VALUE, self.table, &target)
         if not _TAG_MIN <= head <= _TAG_MAX or head & 6 == 4 or self.deep:
             return -1
         start = j - 4
@@ -366,7 +355,7 @@ cdef class _Run:
             if k < 0:
                 return -1
             if url == _INDIRECTION:
-                j = _indirection(w, k, _CODEBASE_URL, self.table)
+                j = _indirection(w, k, _CODEBASE_URL, self.table, &target)
             elif _record(w, k - 4, _CODEBASE_URL):
                 j = _string(w, k - 4)
             else:
