@@ -13,6 +13,8 @@ import pytest
 
 import pyorb
 
+pytestmark = pytest.mark.integration  # starts pyorb and pip as processes
+
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["poetry"]
