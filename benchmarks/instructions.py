@@ -76,7 +76,7 @@ async def pyorb_workload(calls: int, in_flight: int) -> None:
 
 
 async def bare_workload(calls: int, in_flight: int) -> None:
-    from bare_echo_server import Bare
+    from benchmarks.bare_echo_server import Bare
 
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Bare(None), "127.0.0.1", 0)
@@ -163,7 +163,7 @@ async def serve_alone(kind: str, pool: int) -> None:
     import queue
     import threading
 
-    from bare_echo_server import Bare, worker
+    from benchmarks.bare_echo_server import Bare, worker
 
     from pyorb.giop.ior import build_ior
 

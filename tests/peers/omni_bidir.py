@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import omniORB
 from omniORB import BiDirPolicy, CORBA
 
-from pyorb.testing.omnipeer import wait_for_stop
+from pyorb.testing.omnipeer import serve_orb
 
 IDL = Path(__file__).resolve().parents[2] / "idl" / "bidir.idl"
 
@@ -64,9 +64,7 @@ def serve(ns: argparse.Namespace) -> None:
             return str(self.kept.notify(text))
 
     ref = poa.id_to_reference(poa.activate_object(Registry()))
-    print(orb.object_to_string(ref), flush=True)
-    wait_for_stop()
-    orb.shutdown(True)
+    serve_orb(orb, [orb.object_to_string(ref)])
 
 
 def call(ns: argparse.Namespace) -> int:
