@@ -17,7 +17,6 @@ write.  tests/giop/test_twins.py fails if one is renamed on either side.
 
 from __future__ import annotations
 
-import logging
 from types import ModuleType
 from typing import Callable
 
@@ -25,7 +24,6 @@ from pyorb import _accelerator
 from pyorb.giop import codec, connection, fast12, header, messages
 from pyorb.giop.connection import GIOPConnection
 
-logger = logging.getLogger(__name__)
 
 ORIGINALS: dict[str, Callable[..., object]] = {
     "parse_header": header.parse_header,
@@ -93,8 +91,10 @@ def install() -> bool:
         return False
     missing = broken_contract()
     if missing:
-        logger.warning("the compiled GIOP twins are not used: they read %s, which the Python side no longer has",
-                       ", ".join(missing))
+        import logging  # only here: importing the core must not load logging (and threading with it)
+
+        logging.getLogger(__name__).warning(
+            "the compiled GIOP twins are not used: they read %s, which the Python side no longer has", ", ".join(missing))
         return False
     from pyorb.giop import _cframing  # it keeps the originals it falls back to: import it first
 
