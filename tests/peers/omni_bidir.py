@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import omniORB
 from omniORB import BiDirPolicy, CORBA
 
+from pyorb.idl import import_generated
 from pyorb.testing.omnipeer import serve_orb
 
 IDL = Path(__file__).resolve().parents[2] / "idl" / "bidir.idl"
@@ -39,7 +39,7 @@ def orb_and_poa(bidir: bool, option: str, host: str) -> tuple[Any, Any]:
     if bidir:  # omniORB's transport rules must allow bidirectional connections too
         argv += ["-ORBserverTransportRule", "* unix,ssl,tcp,bidir", "-ORBclientTransportRule", "* unix,ssl,tcp,bidir"]
     orb = CORBA.ORB_init(argv, CORBA.ORB_ID)
-    omniORB.importIDL(str(IDL))
+    import_generated(str(IDL))  # omniidl through this interpreter, not PATH (a service's PATH may lack it)
     root = orb.resolve_initial_references("RootPOA")
     policies = [orb.create_policy(BiDirPolicy.BIDIRECTIONAL_POLICY_TYPE, CORBA.Any(CORBA.TC_ushort, BiDirPolicy.BOTH))]
     poa = root.create_POA("bidir", root._get_the_POAManager(), policies if bidir else [])
