@@ -232,6 +232,10 @@ class GIOPProtocol(asyncio.Protocol):
             delta, self.reassembly_bytes = -self.reassembly_bytes, 0
             self.reassembly_changed(delta)
         self._lost = True
+        if self.transport is not None and not self.transport.is_closing():
+            # Python 3.10's TLS transport stays "open" after its connection is
+            # lost (a peer's alert after the handshake) and warns when collected.
+            self.transport.close()
         try:
             self.closed(exc)
         finally:
