@@ -1,8 +1,11 @@
-"""Fixtures for interoperability tests: real omniORBpy peers in processes."""
+"""Fixtures for interoperability tests: real omniORBpy and JacORB peers in processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +17,7 @@ from pyorb.testing import LoopThread
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "tests" / "peers"
+JACORB_PEERS = PEERS / "jacorb"
 
 
 def run_omni_client(target: str, *options: str, timeout: float = 240) -> dict[str, tuple[bool, str]]:
@@ -74,6 +78,63 @@ def omni_server_factory() -> Iterator[Callable[..., OmniServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def jacorb_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The class path of the JacORB peers: JacORB's jars from Maven Central and tests/peers/jacorb compiled.
+
+    Skips where there is no JDK or Maven; fetched and built once per session."""
+    missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"the JacORB peer needs a JDK and Maven: {', '.join(missing)} not on PATH")
+    out = tmp_path_factory.mktemp("jacorb")
+    fetched = subprocess.run(["mvn", "-q", "-f", str(JACORB_PEERS / "pom.xml"), "dependency:copy-dependencies",
+                              f"-DoutputDirectory={out / 'lib'}"], capture_output=True, text=True, timeout=600)
+    assert fetched.returncode == 0, f"cannot fetch JacORB: {fetched.stdout[-2000:]} {fetched.stderr[-2000:]}"
+    jars = f"{out / 'lib'}{os.sep}*"
+    sources = [str(source) for source in sorted(JACORB_PEERS.glob("*.java"))]
+    built = subprocess.run(["javac", "-cp", jars, "-d", str(out / "classes"), *sources],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    return f"{jars}{os.pathsep}{out / 'classes'}"
+
+
+def run_jacorb_client(classpath: str, main: str, target: str, minor: int) -> dict[str, tuple[bool, str]]:
+    """Run the JacORB client class ``main`` against ``target`` over GIOP 1.``minor``; returns case -> (ok, detail)."""
+    done = subprocess.run(["java", "-cp", classpath, main, target, str(minor)],
+                          capture_output=True, text=True, timeout=120)
+    results = {}
+    for line in done.stdout.splitlines():
+        row = json.loads(line)
+        results[row["case"]] = (row["ok"], row["detail"])
+    if not results:
+        raise AssertionError(f"{main} produced no result (rc {done.returncode}): {done.stderr[-2000:]}")
+    return results
+
+
+@contextlib.contextmanager
+def jacorb_server(classpath: str, main: str, minor: int) -> Iterator[str]:
+    """The JacORB server class ``main`` in a process speaking GIOP 1.``minor``: yields its IOR, then
+    closes its stdin (it shuts down) and waits for it, killing it by pid after 15 s."""
+    proc = subprocess.Popen(["java", "-cp", classpath, main, str(minor)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ior = proc.stdout.readline().strip()
+        assert ior.startswith("IOR:"), f"{main} did not start: {proc.stderr.read() if proc.stderr else ''}"
+        yield ior
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()  # EOF: the server shuts down
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,6 @@ without a JDK and Maven skips these tests.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,29 +20,14 @@ from omniORB import CORBA
 import pyorb
 from pyorb.giop.ior import IOR, build_ior, to_corbaloc
 from pyorb.testing import LoopThread
+from tests.interop.conftest import jacorb_server as start_jacorb_server
+from tests.interop.conftest import run_jacorb_client
 from tests.interop.servants import TypesCoroutine
 
 ROOT = Path(__file__).resolve().parents[2]
-PEER = ROOT / "tests" / "peers" / "jacorb"
 Interop = pyorb.load_idl(ROOT / "idl" / "interop.idl").Interop
 CLIENT_CASES = {"echo_string", "echo_string_latin1", "echo_string_unicode", "echo_wstring", "echo_wstring_latin1",
                 "echo_wstring_unicode", "echo_wstring_empty", "echo_wchar", "echo_char"}
-
-
-@pytest.fixture(scope="module")
-def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"the JacORB peer needs a JDK and Maven: {', '.join(missing)} not on PATH")
-    out = tmp_path_factory.mktemp("jacorb")
-    fetched = subprocess.run(["mvn", "-q", "-f", str(PEER / "pom.xml"), "dependency:copy-dependencies",
-                              f"-DoutputDirectory={out / 'lib'}"], capture_output=True, text=True, timeout=600)
-    assert fetched.returncode == 0, f"cannot fetch JacORB: {fetched.stdout[-2000:]} {fetched.stderr[-2000:]}"
-    jars = f"{out / 'lib'}{os.sep}*"
-    built = subprocess.run(["javac", "-cp", jars, "-d", str(out / "classes"), str(PEER / "JacClient.java"),
-                            str(PEER / "JacServer.java")], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr
-    return f"{jars}{os.pathsep}{out / 'classes'}"
 
 
 @pytest.fixture(scope="module")
@@ -63,51 +44,31 @@ def pyorb_server() -> Iterator[tuple[pyorb.Server, bytes]]:
 
 
 def run_client(classpath: str, target: str, minor: int) -> dict[str, tuple[bool, str]]:
-    done = subprocess.run(["java", "-cp", classpath, "JacClient", target, str(minor)],
-                          capture_output=True, text=True, timeout=120)
-    results = {}
-    for line in done.stdout.splitlines():
-        row = json.loads(line)
-        results[row["case"]] = (row["ok"], row["detail"])
-    assert results.keys() == CLIENT_CASES, f"JacClient ended (rc {done.returncode}): {done.stderr[-2000:]}"
+    results = run_jacorb_client(classpath, "JacClient", target, minor)
+    assert results.keys() == CLIENT_CASES, f"JacClient ended early: {results}"
     return results
 
 
 @pytest.mark.parametrize("minor", [1, 2])
-def test_jacorb_client_calls_pyorb(classpath: str, pyorb_server: tuple[pyorb.Server, bytes], minor: int) -> None:
+def test_jacorb_client_calls_pyorb(jacorb_classpath: str, pyorb_server: tuple[pyorb.Server, bytes],
+                                   minor: int) -> None:
     """Every text and wide-text echo from JacORB; the IOR's IIOP profile version sets JacORB's GIOP."""
     server, key = pyorb_server
     ior = build_ior(server.adapter.type_id(key), server.host, server.port, key, version=(1, minor)).to_string()
-    results = run_client(classpath, ior, minor)
+    results = run_client(jacorb_classpath, ior, minor)
     assert not {case: detail for case, (ok, detail) in results.items() if not ok}
 
 
-def test_jacorb_client_through_corbaloc(classpath: str, pyorb_server: tuple[pyorb.Server, bytes]) -> None:
+def test_jacorb_client_through_corbaloc(jacorb_classpath: str, pyorb_server: tuple[pyorb.Server, bytes]) -> None:
     server, key = pyorb_server
-    results = run_client(classpath, to_corbaloc(server.host, server.port, key), 2)
+    results = run_client(jacorb_classpath, to_corbaloc(server.host, server.port, key), 2)
     assert not {case: detail for case, (ok, detail) in results.items() if not ok}
 
 
 @pytest.fixture(params=[1, 2], ids=["giop1.1", "giop1.2"])
-def jacorb_server(classpath: str, request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
-    proc = subprocess.Popen(["java", "-cp", classpath, "JacServer", str(request.param)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        ior = proc.stdout.readline().strip()
-        assert ior.startswith("IOR:"), proc.stderr.read() if proc.stderr else ""
+def jacorb_server(jacorb_classpath: str, request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
+    with start_jacorb_server(jacorb_classpath, "JacServer", request.param) as ior:
         yield ior, request.param
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()  # EOF: JacServer shuts down
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def test_pyorb_client_calls_jacorb(jacorb_server: tuple[str, int]) -> None:
