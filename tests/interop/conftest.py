@@ -22,16 +22,19 @@ JACORB_PEERS = PEERS / "jacorb"
 
 def run_omni_client(target: str, *options: str, timeout: float = 240) -> dict[str, tuple[bool, str]]:
     """Run tests/peers/omni_client.py; returns case -> (ok, detail)."""
-    done = subprocess.run(
-        [sys.executable, str(PEERS / "omni_client.py"), target, "--timeout", "10", *options],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )
+    return _run_peer_client("omni_client", [sys.executable, str(PEERS / "omni_client.py"), target,
+                                            "--timeout", "10", *options], timeout)
+
+
+def _run_peer_client(name: str, command: list[str], timeout: float) -> dict[str, tuple[bool, str]]:
+    """Run a peer client that prints one JSON line per case; returns case -> (ok, detail)."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     results = {}
     for line in done.stdout.splitlines():
         row = json.loads(line)
         results[row["case"]] = (row["ok"], row["detail"])
     if not results:
-        raise AssertionError(f"omni_client produced no result (rc {done.returncode}): {done.stderr[-2000:]}")
+        raise AssertionError(f"{name} produced no result (rc {done.returncode}): {done.stderr[-2000:]}")
     return results
 
 
@@ -102,15 +105,7 @@ def jacorb_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def run_jacorb_client(classpath: str, main: str, target: str, minor: int) -> dict[str, tuple[bool, str]]:
     """Run the JacORB client class ``main`` against ``target`` over GIOP 1.``minor``; returns case -> (ok, detail)."""
-    done = subprocess.run(["java", "-cp", classpath, main, target, str(minor)],
-                          capture_output=True, text=True, timeout=120)
-    results = {}
-    for line in done.stdout.splitlines():
-        row = json.loads(line)
-        results[row["case"]] = (row["ok"], row["detail"])
-    if not results:
-        raise AssertionError(f"{main} produced no result (rc {done.returncode}): {done.stderr[-2000:]}")
-    return results
+    return _run_peer_client(main, ["java", "-cp", classpath, main, target, str(minor)], 120)
 
 
 @contextlib.contextmanager

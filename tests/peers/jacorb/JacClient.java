@@ -3,7 +3,6 @@
 // idl/interop.idl and prints one JSON line per case, as tests/peers/omni_client.py.
 //
 //   java -cp LIB/*:. JacClient TARGET GIOP_MINOR
-import java.util.Properties;
 
 import org.omg.CORBA.Any;
 import org.omg.CORBA.ORB;
@@ -15,12 +14,7 @@ public final class JacClient {
     private static org.omg.CORBA.Object target;
 
     public static void main(String[] args) {
-        Properties props = new Properties();
-        props.setProperty("org.omg.CORBA.ORBClass", "org.jacorb.orb.ORB");
-        props.setProperty("org.omg.CORBA.ORBSingletonClass", "org.jacorb.orb.ORBSingleton");
-        props.setProperty("jacorb.giop_minor_version", args[1]);
-        props.setProperty("jacorb.connection.client.pending_reply_timeout", "10000");
-        orb = ORB.init(new String[0], props);
+        orb = JacPeer.init(args[1], false);
         target = orb.string_to_object(args[0]);
         echo("echo_string", TCKind.tk_string, "ascii");
         echo("echo_string_latin1", TCKind.tk_string, "p\u00e9");
@@ -59,27 +53,14 @@ public final class JacClient {
                 case TCKind._tk_wchar: got = String.valueOf(result.extract_wchar()); break;
                 default: got = String.valueOf(result.extract_char()); break;
             }
-            report(name, got.equals(value), got.equals(value) ? "echoed" : "sent " + escape(value) + ", got " + escape(got));
+            report(name, got.equals(value),
+                   got.equals(value) ? "echoed" : "sent " + JacPeer.escape(value) + ", got " + JacPeer.escape(got));
         } catch (RuntimeException exc) {
             report(name, false, exc.toString());
         }
     }
 
     private static void report(String name, boolean ok, String detail) {
-        System.out.println("{\"case\": \"" + name + "\", \"ok\": " + ok + ", \"detail\": \"" + escape(detail) + "\"}");
-    }
-
-    private static String escape(String text) {
-        StringBuilder out = new StringBuilder();
-        for (char c : text.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20 || c > 0x7e) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.toString();
+        JacPeer.report(name, ok, detail);
     }
 }

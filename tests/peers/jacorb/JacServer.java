@@ -3,8 +3,6 @@
 // serves until stdin closes.
 //
 //   java -cp LIB/*:. JacServer GIOP_MINOR
-import java.util.Properties;
-
 import org.omg.CORBA.ARG_IN;
 import org.omg.CORBA.Any;
 import org.omg.CORBA.BAD_OPERATION;
@@ -14,7 +12,6 @@ import org.omg.CORBA.ServerRequest;
 import org.omg.CORBA.TCKind;
 import org.omg.PortableServer.DynamicImplementation;
 import org.omg.PortableServer.POA;
-import org.omg.PortableServer.POAHelper;
 
 public final class JacServer extends DynamicImplementation {
     private final ORB orb;
@@ -47,23 +44,7 @@ public final class JacServer extends DynamicImplementation {
     }
 
     public static void main(String[] args) throws Exception {
-        Properties props = new Properties();
-        props.setProperty("org.omg.CORBA.ORBClass", "org.jacorb.orb.ORB");
-        props.setProperty("org.omg.CORBA.ORBSingletonClass", "org.jacorb.orb.ORBSingleton");
-        props.setProperty("jacorb.giop_minor_version", args[0]);
-        props.setProperty("OAIAddr", "127.0.0.1");
-        ORB orb = ORB.init(new String[0], props);
-        POA root = POAHelper.narrow(orb.resolve_initial_references("RootPOA"));
-        root.the_POAManager().activate();
-        org.omg.CORBA.Object ref = root.servant_to_reference(new JacServer(orb));
-        System.out.println(orb.object_to_string(ref));
-        System.out.flush();
-        Thread serving = new Thread(orb::run);
-        serving.setDaemon(true);
-        serving.start();
-        while (System.in.read() >= 0) {
-            // serve until the test closes stdin
-        }
-        orb.shutdown(false);
+        ORB orb = JacPeer.init(args[0], true);
+        JacPeer.serve(orb, new JacServer(orb));
     }
 }

@@ -7,7 +7,6 @@
 //
 //   java -cp LIB/*:. JacValuesClient TARGET GIOP_MINOR
 import java.io.Serializable;
-import java.util.Properties;
 import java.util.function.Function;
 
 import org.omg.CORBA.ORB;
@@ -21,12 +20,7 @@ public final class JacValuesClient {
     private static ObjectImpl target;
 
     public static void main(String[] args) {
-        Properties props = new Properties();
-        props.setProperty("org.omg.CORBA.ORBClass", "org.jacorb.orb.ORB");
-        props.setProperty("org.omg.CORBA.ORBSingletonClass", "org.jacorb.orb.ORBSingleton");
-        props.setProperty("jacorb.giop_minor_version", args[1]);
-        props.setProperty("jacorb.connection.client.pending_reply_timeout", "10000");
-        ORB orb = ORB.init(new String[0], props);
+        ORB orb = JacPeer.init(args[1], false);
         JacValues.register(orb);
         target = (ObjectImpl) orb.string_to_object(args[0]);
         JacValues.Point p = new JacValues.Point(1, -2, "n\u00e9v");
@@ -226,21 +220,6 @@ public final class JacValuesClient {
     }
 
     private static void report(String name, boolean ok, String detail) {
-        System.out.println("{\"case\": \"" + name + "\", \"ok\": " + ok + ", \"detail\": \"" + escape(detail) + "\"}");
-        System.out.flush();
-    }
-
-    private static String escape(String text) {
-        StringBuilder out = new StringBuilder();
-        for (char c : text.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20 || c > 0x7e) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.toString();
+        JacPeer.report(name, ok, detail);
     }
 }

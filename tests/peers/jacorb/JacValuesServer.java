@@ -7,7 +7,6 @@
 //
 //   java -cp LIB/*:. JacValuesServer GIOP_MINOR
 import java.io.Serializable;
-import java.util.Properties;
 
 import org.omg.CORBA.BAD_OPERATION;
 import org.omg.CORBA.ORB;
@@ -16,7 +15,6 @@ import org.omg.CORBA.portable.InvokeHandler;
 import org.omg.CORBA.portable.OutputStream;
 import org.omg.CORBA.portable.ResponseHandler;
 import org.omg.PortableServer.POA;
-import org.omg.PortableServer.POAHelper;
 import org.omg.PortableServer.Servant;
 
 public final class JacValuesServer extends Servant implements InvokeHandler {
@@ -82,24 +80,8 @@ public final class JacValuesServer extends Servant implements InvokeHandler {
     }
 
     public static void main(String[] args) throws Exception {
-        Properties props = new Properties();
-        props.setProperty("org.omg.CORBA.ORBClass", "org.jacorb.orb.ORB");
-        props.setProperty("org.omg.CORBA.ORBSingletonClass", "org.jacorb.orb.ORBSingleton");
-        props.setProperty("jacorb.giop_minor_version", args[0]);
-        props.setProperty("OAIAddr", "127.0.0.1");
-        ORB orb = ORB.init(new String[0], props);
+        ORB orb = JacPeer.init(args[0], true);
         JacValues.register(orb);
-        POA root = POAHelper.narrow(orb.resolve_initial_references("RootPOA"));
-        root.the_POAManager().activate();
-        org.omg.CORBA.Object ref = root.servant_to_reference(new JacValuesServer());
-        System.out.println(orb.object_to_string(ref));
-        System.out.flush();
-        Thread serving = new Thread(orb::run);
-        serving.setDaemon(true);
-        serving.start();
-        while (System.in.read() >= 0) {
-            // serve until the test closes stdin
-        }
-        orb.shutdown(false);
+        JacPeer.serve(orb, new JacValuesServer());
     }
 }
