@@ -31,6 +31,8 @@ sys.modules.setdefault("Values", Values)  # the servant module imports the IDL a
 
 from tests.peers import values_servant  # noqa: E402
 
+pytestmark = [pytest.mark.interop, pytest.mark.integration]  # JacORB processes over loopback
+
 CLIENT_CASES = {"point", "derived", "truncatable", "truncated", "null", "shared", "many", "twice", "secret", "chain",
                 "cycle", "holder", "label", "null_label", "longs", "pair", "any", "any_points"}
 ClientRun = tuple[dict[str, tuple[bool, str]], dict[str, list[Any]]]
