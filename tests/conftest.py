@@ -22,7 +22,7 @@ import pytest_asyncio
 import pyorb
 
 
-@pytest.hookimpl(trylast=True)  # after tests/interop/conftest.py has marked its items
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("interop") and not item.get_closest_marker("integration"):

@@ -231,3 +231,12 @@ def test_no_runtime_import_circle_runs_through_the_tools() -> None:
 
 def test_the_circle_finder_finds_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.integration  # runs pytest in a process
+def test_the_unit_run_collects_no_interop_test() -> None:
+    """``-m "not integration"`` leaves out every interop test, however it got its marker."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-m", "not integration", "--collect-only", "-q",
+                           "-p", "no:cacheprovider", "tests/interop"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert "no tests collected" in done.stdout and "deselected" in done.stdout, done.stdout[-2000:]

@@ -138,7 +138,9 @@ def loop_thread() -> Iterator[LoopThread]:
         yield runner
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by -m
 def pytest_collection_modifyitems(items: list[Any]) -> None:
     for item in items:
         if "interop" in str(item.fspath):
             item.add_marker(pytest.mark.interop)
+            item.add_marker(pytest.mark.integration)
