@@ -21,10 +21,11 @@ from rich.console import Console
 from rich.table import Table
 
 import pyorb
+from pyorb.idl import bench_idl
 
 ROOT = Path(__file__).resolve().parents[1]
 stock = pyorb.load_idl(ROOT / "idl" / "stock.idl")
-bench = pyorb.load_idl(ROOT / "idl" / "bench.idl")
+bench = bench_idl()
 CLIENTS = 16
 
 

@@ -4,10 +4,11 @@ A locustfile subclasses :class:`CorbaUser`, names the interface and writes
 tasks that call ``self.client.<operation>(...)``::
 
     from locust import task
+    from pyorb.idl import BENCH_IDL
     from pyorb.locust import CorbaUser
 
     class EchoUser(CorbaUser):
-        idl = "idl/bench.idl"
+        idl = BENCH_IDL
         interface = "Bench::Echo"
 
         @task

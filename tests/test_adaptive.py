@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.model import Workload
 from pyorb.server import strategies
 from pyorb.server.strategies.adaptive import AdaptiveStrategy
@@ -25,7 +26,7 @@ from pyorb.testing.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-IDL = pyorb.load_idl("idl/bench.idl")
+IDL = bench_idl()
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 OP = "Bench::Sink.work"
 

@@ -15,12 +15,13 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.interceptors.auth import ANONYMOUS, ANYONE, Authorizer, BearerToken, Rule, caller
 from pyorb.testing.certs import TestPKI, make_pki
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 
 

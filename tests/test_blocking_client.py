@@ -16,6 +16,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import BENCH_IDL, bench_idl
 from pyorb.client.blocking import BlockingClient
 from pyorb.config import Config
 from pyorb.giop import codec
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
 Stock = test_client.Stock
-Bench = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
+Bench = bench_idl().Bench
 
 
 class SlowQuoter(test_client.SlowQuoter):
@@ -380,7 +381,7 @@ def test_gevent_greenlets_overlap_their_calls() -> None:
     sink = sink_peer("--delay", "0.5")
     try:
         done = subprocess.run(
-            [sys.executable, "-c", GEVENT_SCRIPT, sink.ref, str(ROOT / "idl" / "bench.idl")],
+            [sys.executable, "-c", GEVENT_SCRIPT, sink.ref, str(BENCH_IDL)],
             capture_output=True, text=True, timeout=60, check=False,
         )
     finally:

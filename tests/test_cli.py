@@ -23,6 +23,7 @@ from typing import Iterator
 
 import pytest
 
+from pyorb.idl import BENCH_IDL
 from pyorb.giop.ior import IOR, ORB_TYPE_OMNIORB, IIOPProfile, TaggedComponent, TaggedProfile, build_ior
 from pyorb.testing.kit import NameServer, ServerProcess
 
@@ -309,7 +310,7 @@ def test_call_timeout_on_a_silent_server() -> None:
 
 
 def test_call_type_id_missing_from_the_idl(quoter: ServerProcess) -> None:
-    line = one_line_error(pyorb("call", quoter.ior, "get_quote", "A", "--idl", str(ROOT / "idl" / "bench.idl")))
+    line = one_line_error(pyorb("call", quoter.ior, "get_quote", "A", "--idl", str(BENCH_IDL)))
     assert "IDL:Stock/Quoter:1.0 is not an interface of" in line
 
 

@@ -24,6 +24,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.servers.echo import make_servant
 from pyorb.giop import (
     CloseConnection,
@@ -42,7 +43,7 @@ from tests.fuzz.malformed import header, mutate, with_size
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-IDL = pyorb.load_idl(Path(__file__).resolve().parents[1] / "idl" / "bench.idl")
+IDL = bench_idl()
 SEED = 20261123
 CALLS = 150
 CONCURRENCY = 3

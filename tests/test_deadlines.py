@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import BENCH_IDL, bench_idl
 from pyorb.client.deadlines import RESOLUTION
 from benchmarks.deadline_chain import MARGIN, run_chain
 from pyorb.giop import NEED_DATA, GIOPConnection, ProtocolError, Request, Role
@@ -46,7 +47,7 @@ from pyorb.testing import LoopThread, kit
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-bench = pyorb.load_idl("idl/bench.idl")
+bench = bench_idl()
 Bench, Bench__POA = bench.Bench, bench.Bench__POA
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 THREADS = ["thread_pool(1)", "threaded", "thread_per_connection", "locality(1)"]
@@ -523,7 +524,7 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen
 async def test_an_omniorb_server_answers_a_call_that_carries_its_deadline(little_endian: bool) -> None:
     """omniORB ignores service contexts it does not know: a timed pyorb call (its
     INVOCATION_POLICIES seen on the wire by a relay) is answered as any other."""
-    omni = kit.omni_server_process("idl/bench.idl", "tests.peers.omni_deadlines:Sink", key="Sink")
+    omni = kit.omni_server_process(str(BENCH_IDL), "tests.peers.omni_deadlines:Sink", key="Sink")
     sent = bytearray()
     relays: list[asyncio.Task[Any]] = []
 

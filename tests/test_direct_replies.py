@@ -25,13 +25,14 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.aio.protocol import GIOPProtocol
 from pyorb.testing.waiting import wait_until
 from tests.test_inline_path import CALLS, Interop, Types, outcome
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-bench = pyorb.load_idl("idl/bench.idl")
+bench = bench_idl()
 Bench, Bench__POA = bench.Bench, bench.Bench__POA
 
 

@@ -15,6 +15,7 @@ import socket
 import pytest
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.giop.ior import IOR, parse_corbaloc
 from pyorb.server.server import published_addresses
 from pyorb.testing import LoopThread
@@ -107,7 +108,7 @@ def test_the_papers_servers_take_publish_too(program: list[str]) -> None:
     try:
         profile = IOR.from_string(sink.ior).iiop
         assert profile is not None and (profile.port, profile.alternate_addresses) == (dead, (("127.0.0.1", live),))
-        bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
+        bench = bench_idl().Bench
 
         async def call() -> int:
             async with pyorb.Client() as client:
@@ -135,7 +136,7 @@ def test_the_papers_servers_listen_on_several_endpoints(program: list[str]) -> N
         profile = IOR.from_string(sink.ior).iiop
         assert profile is not None
         assert {(profile.host, profile.port), *profile.alternate_addresses} == {("127.0.0.1", v4), ("::1", v6)}
-        bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
+        bench = bench_idl().Bench
 
         async def calls() -> list[int]:
             async with pyorb.Client() as client:

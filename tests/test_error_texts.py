@@ -21,6 +21,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.detail import (
     MAX_DETAIL_CHARS,
@@ -37,7 +38,7 @@ from tests.interop.servants import BenchEcho, Interop
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 
 
 class Echo(BenchEcho):

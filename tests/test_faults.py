@@ -23,6 +23,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.client.balancer import Hedging, OutlierDetection
 from pyorb.giop.ior import IOR, GroupComponent, build_ior, group_ior
 from pyorb.testing.groupload import LoadResult, run
@@ -31,7 +32,7 @@ from pyorb.testing.toxiproxy import Proxy, Toxiproxy, find_server
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 
 STALL_AT = 2.0  # seconds into the run

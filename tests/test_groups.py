@@ -23,6 +23,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.client.calls import route_for
 from pyorb.giop.ior import IOR, GroupComponent, build_ior, group_ior
 from pyorb.testing import LoopThread
@@ -32,7 +33,7 @@ from tests.interop.servants import TypesCoroutine
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 
 GROUP = GroupComponent("pyorb-tests", 7)

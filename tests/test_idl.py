@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import pyorb
+from pyorb.idl import BENCH_IDL
 
 
 def test_load_idl_returns_modules_and_is_idempotent() -> None:
@@ -16,8 +17,8 @@ def test_load_idl_returns_modules_and_is_idempotent() -> None:
     assert first.Stock.Quoter._NP_RepositoryId == "IDL:Stock/Quoter:1.0"
     assert hasattr(first.Stock__POA, "Quoter")
     assert hasattr(first.Stock.Quoter, "_d_get_quote")
-    # The same file under another path (the package copy) is the same load.
-    assert pyorb.load_idl(Path("pyorb/data/stock.idl")) is first
+    # The same file under another path is the same load.
+    assert pyorb.load_idl(Path("idl/stock.idl").resolve()) is first
 
 
 def test_load_idl_errors_are_clear(tmp_path: Path) -> None:
@@ -31,7 +32,7 @@ def test_load_idl_errors_are_clear(tmp_path: Path) -> None:
 
 @pytest.mark.integration  # imports the modules in another interpreter
 def test_compile_idl_writes_importable_modules(tmp_path: Path) -> None:
-    pyorb.compile_idl("idl/bench.idl", tmp_path)
+    pyorb.compile_idl(BENCH_IDL, tmp_path)
     done = subprocess.run(
         [sys.executable, "-c", "import Bench, Bench__POA; print(Bench.Echo._NP_RepositoryId, hasattr(Bench.Echo, 'sendc_ping') or 'AMI_EchoHandler' in dir(Bench))"],
         cwd=tmp_path, capture_output=True, text=True, check=False,

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from pyorb.idl import BENCH_IDL
+
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +44,8 @@ def test_omniidl_is_not_on_the_bare_path() -> None:
 def test_load_idl_and_a_call_work_without_the_virtualenv_on_path() -> None:
     code = (
         "import asyncio, pyorb\n"
-        "idl = pyorb.load_idl('idl/bench.idl')\n"
+        "from pyorb.idl import bench_idl\n"
+        "idl = bench_idl()\n"
         "class Echo(idl.Bench__POA.Echo):\n"
         "    def ping(self, stamp): return stamp + 1\n"
         "    def notify(self, stamp): pass\n"
@@ -58,7 +61,7 @@ def test_load_idl_and_a_call_work_without_the_virtualenv_on_path() -> None:
 
 
 def test_compile_idl_works_without_the_virtualenv_on_path(tmp_path: Path) -> None:
-    done = run_bare("import sys, pyorb; pyorb.compile_idl('idl/bench.idl', sys.argv[1])", str(tmp_path))
+    done = run_bare("import sys, pyorb, pyorb.idl; pyorb.compile_idl(pyorb.idl.BENCH_IDL, sys.argv[1])", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "Bench" / "__init__.py").is_file()
 
@@ -94,7 +97,7 @@ def test_omniorbpy_peer_imports_idl_without_path(peer: str, tmp_path: Path) -> N
     # The pytest plugin's omni_server runs this peer; it must start from a bare PATH too.
     env = {**os.environ, "PATH": BARE_PATH}
     with subprocess.Popen(
-        [sys.executable, "-m", "pyorb.testing.omnipeer", "serve", "--idl", "idl/bench.idl",
+        [sys.executable, "-m", "pyorb.testing.omnipeer", "serve", "--idl", str(BENCH_IDL),
          "--servant", f"{ROOT / 'tests' / 'omni_naming_peer.py'}:Echo"],
         cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as proc:

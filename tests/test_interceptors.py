@@ -18,6 +18,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.interceptors import ClientRequestInfo, ServerRequestInfo
 from pyorb.testing.certs import TestPKI, make_pki
 from tests.interop.conftest import OmniServer, failures, run_omni_client
@@ -25,7 +26,7 @@ from tests.interop.servants import TypesCoroutine
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 Interop = pyorb.load_idl("idl/interop.idl").Interop
 import Bench__POA  # noqa: E402  (made by load_idl)
 

@@ -138,6 +138,41 @@ def test_the_check_sees_each_way_out_of_the_package() -> None:
     assert sorted(found) == [5, 5, 6, 7, 8]  # line 5: parents[2] and "loadtests"
 
 
+# -- each IDL file once: what the package ships is the only copy -----------------------
+
+
+def tracked_files(pattern: str) -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-z", "--", pattern], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout
+    return [name for name in listed.split("\0") if name and (ROOT / name).is_file()]
+
+
+def second_copies(files: dict[str, bytes]) -> list[tuple[str, str]]:
+    """Pairs of files that are one IDL file twice: the same file name, or the same bytes."""
+    seen: dict[object, str] = {}
+    pairs = []
+    for name in sorted(files):
+        for key in (("name", Path(name).name), ("bytes", files[name])):
+            if key in seen and (seen[key], name) not in pairs:
+                pairs.append((seen[key], name))
+            seen.setdefault(key, name)
+    return pairs
+
+
+def test_each_idl_file_is_in_the_repository_once() -> None:
+    files = {name: (ROOT / name).read_bytes() for name in tracked_files("*.idl")}
+    assert not second_copies(files), (
+        f"IDL kept twice can drift: {second_copies(files)}; keep what pyorb ships in pyorb/data/ only "
+        "(pyorb.idl.BENCH_IDL, pyorb.idl.bench_idl()) and the rest in idl/")
+
+
+def test_the_check_sees_a_second_copy_by_name_or_by_content() -> None:
+    files = {"idl/a.idl": b"module A {};", "pyorb/data/a.idl": b"module A { };", "idl/b.idl": b"module B {};",
+             "idl/c.idl": b"module B {};", "idl/d.idl": b"module D {};", "pyorb/data/d.idl": b"module D {};"}
+    assert second_copies(files) == [("idl/b.idl", "idl/c.idl"), ("idl/a.idl", "pyorb/data/a.idl"),
+                                    ("idl/d.idl", "pyorb/data/d.idl")]
+
+
 # -- pyorb serve imports the user's module without touching sys.path ------------------
 
 

@@ -14,12 +14,13 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.testing import LoopThread
 from pyorb.testing.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-bench = pyorb.load_idl("idl/bench.idl")
+bench = bench_idl()
 interop = pyorb.load_idl("idl/interop.idl")
 Bench, Bench__POA = bench.Bench, bench.Bench__POA
 
@@ -362,7 +363,7 @@ SIGTERM_SERVER = """
 import asyncio, sys, threading, time
 import pyorb
 
-bench = pyorb.load_idl("idl/bench.idl")
+bench = bench_idl()
 
 
 class Slow(bench.Bench__POA.Sink):

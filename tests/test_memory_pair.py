@@ -12,10 +12,11 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.testing import memory_pair
 from pyorb.testing.waiting import wait_until
 
-bench = pyorb.load_idl("idl/bench.idl")
+bench = bench_idl()
 interop = pyorb.load_idl("idl/interop.idl")
 
 

@@ -10,12 +10,13 @@ from omniORB import CORBA
 from prometheus_client.parser import text_string_to_metric_families
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.interceptors.auth import Authorizer, BearerToken, Rule
 from pyorb.server.metrics import serve_metrics
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 
 

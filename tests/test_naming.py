@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from omniORB import URI
 
 import pyorb
+from pyorb.idl import BENCH_IDL
 from pyorb import naming
 from pyorb.naming import Binding, BindingType, NameSyntaxError, NamingContext, to_name, to_string
 from pyorb.testing.kit import NameServer, PeerProcessError
 
-IDL_PATH = Path("idl/bench.idl")
+IDL_PATH = BENCH_IDL
 IDL = pyorb.load_idl(IDL_PATH)
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 PEER = f"{Path(__file__).parent / 'omni_naming_peer.py'}"

@@ -19,6 +19,7 @@ from typing import Iterator
 
 import pytest
 
+from pyorb.idl import BENCH_IDL
 from pyorb.giop.ior import IOR, GroupComponent, group_ior
 from pyorb.testing import netns
 
@@ -133,7 +134,7 @@ def test_an_omniorb_client_on_another_host_fails_over(network: netns.Network,
     group = group_ior([ior for _, ior, _ in replicas], GroupComponent("netns", 4))
     os.kill(replicas[0][2], signal.SIGKILL)
     done = network.run("client", [sys.executable, "-m", "pyorb.testing.omnipeer", "call", "--idl",
-                                  str(ROOT / "idl" / "bench.idl"), "--function",
+                                  str(BENCH_IDL), "--function",
                                   str(ROOT / "tests" / "peers" / "omni_group_calls.py") + ":work_many",
                                   "--target", group.to_string(), "--interface", "Bench::Sink", "--args", "[20]"],
                        timeout=120)

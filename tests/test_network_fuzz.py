@@ -39,6 +39,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.giop import GIOPConnection, Message, ProtocolError, Reply, ReplyStatus, Role
 from pyorb.giop.ior import IOR
 from tests.fuzz.malformed import Case, CaseMaker
@@ -48,7 +49,7 @@ pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = "tests.fuzz.stats_server"
-BENCH = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
+BENCH = bench_idl().Bench
 
 SEED = int(os.environ.get("PYORB_NETWORK_FUZZ_SEED", "42026"))
 MAX_MESSAGE_SIZE = 64 * 1024

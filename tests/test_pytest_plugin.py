@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 import pyorb
+from pyorb.idl import BENCH_IDL
 from pyorb.testing import kit as testkit
 from pyorb.testing.plugin import PeerProcessError, ServerProcess, SyncClient
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH_IDL = ROOT / "idl" / "bench.idl"
 Bench = pyorb.load_idl(BENCH_IDL).Bench
 
 

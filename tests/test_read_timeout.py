@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.servers.echo import make_servant
 from pyorb.giop import GIOPConnection, Message, Role
 from tests.fuzz.malformed import ping_request
@@ -26,7 +27,7 @@ from tests.giop.test_properties import run
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-IDL = pyorb.load_idl(Path(__file__).resolve().parents[1] / "idl" / "bench.idl")
+IDL = bench_idl()
 READ_TIMEOUT_S = 0.3
 STEP_S = READ_TIMEOUT_S / 6  # each message completes this soon after it starts
 STEPS = 18  # three read timeouts in all

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pyorb
+from pyorb.idl import BENCH_IDL, bench_idl
 from pyorb.giop.ior import IOR
 from pyorb.testing.certs import TestPKI, make_pki
 from pyorb.testing.kit import ServerProcess
@@ -20,7 +21,7 @@ from pyorb.testing.kit import ServerProcess
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
-Bench = pyorb.load_idl(ROOT / "idl" / "bench.idl").Bench
+Bench = bench_idl().Bench
 PYORB = [sys.executable, "-m", "pyorb"]
 ECHO_SERVANT = '''
 import pyorb
@@ -45,7 +46,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> TestPKI:
 @pytest.fixture
 def servant_file(tmp_path: Path) -> Path:
     path = tmp_path / "echo_servant.py"
-    path.write_text(ECHO_SERVANT.format(idl=ROOT / "idl" / "bench.idl"))
+    path.write_text(ECHO_SERVANT.format(idl=BENCH_IDL))
     return path
 
 

@@ -15,6 +15,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.giop import NEED_DATA, GIOPConnection, LocateReply, LocateRequest, LocateStatus, Role
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.ior import IOR
@@ -22,7 +23,7 @@ from tests.test_strategies import ALL_SPECS
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-IDL = pyorb.load_idl("idl/bench.idl")
+IDL = bench_idl()
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 SINK_ID = "IDL:Bench/Sink:1.0"
 

@@ -16,13 +16,14 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.server import strategies
 from pyorb.testing import LoopThread
 from pyorb.testing.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-IDL = pyorb.load_idl("idl/bench.idl")
+IDL = bench_idl()
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 
 GATE = 999_999  # token that blocks its worker until the test opens the gate

@@ -25,13 +25,14 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import BENCH_IDL
 from pyorb.idl.stubs import sibling_name, read_modules, write_stubs
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 REPO = Path(__file__).resolve().parent.parent
 IDL_DIR = REPO / "idl"
-IDLS = [IDL_DIR / "stock.idl", IDL_DIR / "bench.idl", IDL_DIR / "interop.idl"]
+IDLS = [IDL_DIR / "stock.idl", BENCH_IDL, IDL_DIR / "interop.idl"]
 MODULES = ["Stock", "Bench", "Interop", "Outer.Inner"]
 # Nested modules, keywords, attributes, inheritance, types declared in an
 # interface, an interface without operations.

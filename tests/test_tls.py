@@ -19,6 +19,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 import pyorb.tls
 from pyorb.giop.ior import (
     CONFIDENTIALITY,
@@ -34,7 +35,7 @@ from pyorb.testing.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 from tests.interop.servants import BenchEcho  # noqa: E402
 
 

@@ -22,12 +22,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.interceptors import TRACE_CONTEXT_ID
 from pyorb.interceptors.tracing import ClientTracing, ServerTracing, decode_carrier, encode_carrier
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 
 AMHEcho = pyorb.amh_skeleton(Bench__POA.Echo)

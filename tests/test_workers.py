@@ -17,13 +17,14 @@ import psutil
 import pytest
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.server.workers import Supervisor, WorkerError, WorkerPolicy
 from pyorb.testing.kit import ServerProcess
 from pyorb.testing.waiting import wait_until_blocking
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
-Bench = pyorb.load_idl("pyorb/data/bench.idl").Bench
+Bench = bench_idl().Bench
 
 
 def workers_of(pid: int) -> list[psutil.Process]:

@@ -62,7 +62,8 @@ def load_idl(path: str | os.PathLike[str], include_dirs: Iterable[str | os.PathL
 
 
 BENCH_IDL = Path(__file__).resolve().parents[1] / "data" / "bench.idl"
-"""The benchmark interfaces' IDL file inside the package, for what compiles it itself (omniORBpy processes)."""
+"""The benchmark interfaces' IDL file, the only copy (the package ships it): its path for what compiles it
+itself (omniORBpy processes, ``--idl`` options); :func:`bench_idl` loads it."""
 
 
 def bench_idl() -> SimpleNamespace:

@@ -12,6 +12,7 @@ from typing import Any
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 
 IDL = pyorb.load_idl("idl/interop.idl")
 Interop, Interop__POA = IDL.Interop, IDL.Interop__POA
@@ -219,7 +220,7 @@ class TypesSync(_Echoes, Interop__POA.Types):
         return self.last
 
 
-Bench = pyorb.load_idl("idl/bench.idl").Bench
+Bench = bench_idl().Bench
 import Bench__POA  # noqa: E402  (made by load_idl)
 
 

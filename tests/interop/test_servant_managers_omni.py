@@ -10,10 +10,11 @@ from typing import Any
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import BENCH_IDL, bench_idl
 from pyorb.testing import LoopThread
 from tests.interop.conftest import PEERS, ROOT
 
-IDL = pyorb.load_idl("idl/bench.idl")
+IDL = bench_idl()
 Bench, Bench__POA = IDL.Bench, IDL.Bench__POA
 
 
@@ -62,7 +63,7 @@ def test_an_omniorb_client_calls_default_servant_and_located_objects(loop_thread
     server, refs = loop_thread.run(start())
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pyorb.testing.omnipeer", "call", "--idl", str(ROOT / "idl" / "bench.idl"),
+            [sys.executable, "-m", "pyorb.testing.omnipeer", "call", "--idl", str(BENCH_IDL),
              "--function", str(PEERS / "omni_managed_calls.py") + ":call_each", "--target", refs["default_7"],
              "--args", json.dumps([refs])],
             capture_output=True, text=True, timeout=120, check=False)

@@ -18,6 +18,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.idl import bench_idl
 from pyorb.giop.ior import IOR
 from pyorb.testing import LoopThread
 from pyorb.testing.certs import TestPKI, make_pki
@@ -25,7 +26,7 @@ from pyorb.testing.kit import ServerProcess
 from tests.peers.omnicxx import build as omnicxx
 
 pytestmark = pytest.mark.interop
-Bench = pyorb.load_idl(Path(__file__).resolve().parents[2] / "idl" / "bench.idl").Bench
+Bench = bench_idl().Bench
 from tests.interop.servants import BenchEcho  # noqa: E402
 
 

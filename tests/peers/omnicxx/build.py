@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the omniORB 4.2 C++ SSL echo peers (echo_server, echo_client).
 
-Stdlib only.  ``missing()`` says why the toolchain is unusable (for a test
+The standard library and the path of pyorb's bench IDL only.  ``missing()`` says why the toolchain is unusable (for a test
 skip), ``build(out_dir)`` compiles both programs into ``out_dir`` and returns
 their paths.  A build whose outputs are newer than every input is reused.
 
@@ -17,8 +17,10 @@ import subprocess
 import sys
 import tempfile
 
+from pyorb.idl import BENCH_IDL
+
 HERE = pathlib.Path(__file__).resolve().parent
-IDL = HERE.parents[2] / "idl" / "bench.idl"
+IDL = BENCH_IDL
 OMNIIDL = pathlib.Path("/usr/bin/omniidl")  # not the venv's omniORBpy one
 INCLUDE = pathlib.Path("/usr/include/omniORB4")
 SOURCES = {"server": HERE / "echo_server.cc", "client": HERE / "echo_client.cc"}
