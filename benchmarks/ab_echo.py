@@ -1,7 +1,9 @@
 """Alternating A/B of pyorb-to-pyorb echo throughput: this checkout against another.
 
-Each round runs pyorb.servers.echo and benchmarks.pyorb_echo_client of
-one checkout, then of the other (the order flips every round, so neither
+Each round runs pyorb.servers.echo and the pyorb echo client of one
+checkout (pyorb's load generator, ``--target echo --mode pipelined``, or in
+a checkout from before the generator took that target, its
+benchmarks/pyorb_echo_client.py), then of the other (the order flips every round, so neither
 always goes first on a machine that warms up or slows down), and prints
 calls/s per run with the median, minimum and maximum of each side.
 
@@ -30,6 +32,15 @@ def tool(tree: Path, module: str, script: str) -> list[str]:
     return [str(tree / script)] if (tree / script).exists() else ["-m", module]
 
 
+def echo_client(tree: Path, ior: str, concurrency: int, seconds: float) -> list[str]:
+    """``tree``'s pyorb client of N calls in flight on one connection, for a measured window of ``seconds``."""
+    if any((tree / folder / "pyorb_echo_client.py").exists() for folder in ("benchmarks", "loadtests")):
+        old = tool(tree, "benchmarks.pyorb_echo_client", "loadtests/pyorb_echo_client.py")
+        return [*old, ior, "--concurrency", str(concurrency), "--seconds", str(seconds), "--warmup", "0.5"]
+    return ["-m", "pyorb.loadtest.generator", ior, "--target", "echo", "--mode", "pipelined", "--window",
+            str(concurrency), "--duration", str(seconds), "--warmup", "0.5"]
+
+
 def one_run(tree: Path, concurrency: int, seconds: float) -> float:
     """calls/s of one server and client of ``tree``, both importing pyorb from it."""
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -38,9 +49,7 @@ def one_run(tree: Path, concurrency: int, seconds: float) -> float:
     try:
         assert server.stdout is not None
         ior = server.stdout.readline().strip()
-        client = tool(tree, "benchmarks.pyorb_echo_client", "loadtests/pyorb_echo_client.py")
-        done = subprocess.run([sys.executable, *client, ior, "--concurrency",
-                               str(concurrency), "--seconds", str(seconds), "--warmup", "0.5"],
+        done = subprocess.run([sys.executable, *echo_client(tree, ior, concurrency, seconds)],
                               capture_output=True, text=True, env=env, cwd=tree, timeout=seconds + 60, check=True)
     finally:
         if server.stdin is not None:

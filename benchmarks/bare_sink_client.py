@@ -10,8 +10,9 @@ the servers': ``--connections 400`` is the AMH paper's N = 400 clients, one
 call each in flight; ``--connections 1 --in-flight 400`` is the same load
 multiplexed on one connection, as a middle tier sends it to its sink.
 
-Prints one JSON line with the fields of pyorb's generator (calls, throughput,
-latency percentiles in ms).  Bounded: it stops after ``--warmup`` plus
+Prints one JSON line, the load generators' result
+(:class:`pyorb.loadtest.stats.LoadResult`: calls, throughput, latency
+percentiles in ms).  Bounded: it stops after ``--warmup`` plus
 ``--duration`` seconds.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 # The IOR reader and result format of this checkout, whatever the working directory.
 from pyorb.giop.ior import parse_reference
-from pyorb.loadtest.stats import emit, result
+from pyorb.loadtest.stats import LoadResult
 
 HEADER = b"GIOP\x01\x02\x01\x00"  # GIOP 1.2, little-endian, Request
 REPLY_HEADER = b"GIOP\x01\x02\x01\x01"
@@ -113,7 +114,7 @@ class SinkCaller(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
 
-async def run(ns: argparse.Namespace) -> dict[str, Any]:
+async def run(ns: argparse.Namespace) -> LoadResult:
     ior = parse_reference(ns.ref)
     profile = ior.iiop
     if profile is None:
@@ -134,9 +135,9 @@ async def run(ns: argparse.Namespace) -> dict[str, Any]:
         assert caller.transport is not None
         caller.transport.close()
     await asyncio.wait_for(asyncio.gather(*(c.lost for c in callers)), 10)
-    return result("bare", ns.connections * ns.in_flight, window.calls, window.errors, ns.duration, window.latencies,
-                  time.process_time(), time.perf_counter() - t0, connections=ns.connections,
-                  in_flight=ns.in_flight)
+    return LoadResult.measured("bare", ns.connections * ns.in_flight, window.calls, window.errors, ns.duration,
+                               window.latencies, time.process_time(), time.perf_counter() - t0,
+                               connections=ns.connections, in_flight=ns.in_flight)
 
 
 def main() -> None:
@@ -154,9 +155,9 @@ def main() -> None:
         p.error("--warmup must be >= 0 and --duration in (0, 600]")
     try:
         import uvloop
-        emit(uvloop.run(run(ns)))
+        uvloop.run(run(ns)).emit()
     except ImportError:
-        emit(asyncio.run(run(ns)))
+        asyncio.run(run(ns)).emit()
 
 
 if __name__ == "__main__":

@@ -44,11 +44,11 @@ from benchmarks.bench_echo import (
     Run, Table, judge, rate, ratio, rotate, run_benchmark, spread, summarize)
 from benchmarks.common import (
     ROOT, SERVER_START_S, RunDefaults, ServerProcess, add_run_options,
-    last_json, positive, read_first_line, settle_run_options, stop_process,
+    generator_result, last_json, positive, read_first_line, settle_run_options, stop_process,
     tail)
 
 PY = sys.executable
-CLIENT = ["-m", "benchmarks.omni_sink_client"]
+CLIENT = ["-m", "pyorb.loadtest.omni_generator", "--target", "sink", "--mode", "smi", "--ready"]
 PHASES = ("cpu", "io", "mixed")
 BIN_S = 0.25                    # the server's reply-count bins
 CALL_TIMEOUT_S = 10.0           # the client's per-call timeout
@@ -205,8 +205,8 @@ def server_command(pt: Point, ns: argparse.Namespace) -> list[str]:
 def drive_client(ior: str, ns: argparse.Namespace) -> tuple[int | None, bytes, str]:
     """Run the omniORBpy client through every phase; (rc, stdout, stderr tail)."""
     total = ns.seconds * len(PHASES)
-    cmd = [PY, *CLIENT, ior, "--threads", str(ns.clients), "--seconds", str(total), "--warmup", "0",
-           "--timeout", str(CALL_TIMEOUT_S)]
+    cmd = [PY, *CLIENT, ior, "--clients", str(ns.clients), "--connections", str(ns.clients), "--duration",
+           str(total), "--warmup", "0", "--timeout", str(CALL_TIMEOUT_S)]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
         try:
@@ -241,7 +241,7 @@ def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
     try:
         with server as ior:
             run.client_rc, out, err = drive_client(ior, ns)
-            client = last_json(out)
+            client = generator_result(out)
             assert server.proc is not None and server.proc.stdin is not None and server.proc.stdout is not None
             server.proc.stdin.close()  # the server prints its counts and exits
             counts = last_json(server.proc.stdout.read())
@@ -350,7 +350,7 @@ def tables(by_key: dict[str, list[Run]], ns: argparse.Namespace) -> list[Table]:
     cost = overhead_table(by_key, ns)
     if cost is not None:
         tbls.append(cost)
-    tbls[0].note = (f"{ns.clients} omniORBpy client threads (benchmarks/omni_sink_client.py), one connection "
+    tbls[0].note = (f"{ns.clients} omniORBpy client threads (pyorb.loadtest.omni_generator), one connection "
                     f"each, closed loop, 127.0.0.1; phases of {ns.seconds:g} s from the first call. "
                     + tbls[0].note)
     try:

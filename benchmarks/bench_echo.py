@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Side-by-side echo throughput benchmark: pyorb against omniORBpy.
 
-Every point runs in fresh server and client processes on loopback:
+Every point runs in fresh server and client processes on loopback.  The
+clients are the two load generators calling Bench::Echo.ping: omniORBpy's
+(pyorb.loadtest.omni_generator --target echo --mode smi: threads of
+synchronous calls) and pyorb's (pyorb.loadtest.generator --target echo
+--mode pipelined: calls in flight on one connection).
 
   (a) omniORBpy client, 1/8/64 threads (one connection per thread) against
       the pyorb server (sync servant), the omniORBpy server in
@@ -47,8 +51,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 from benchmarks.common import (
-    RunDefaults, ServerProcess, ServerStartError, add_run_options, last_json,
-    settle_run_options)
+    RunDefaults, ServerProcess, ServerStartError, add_run_options,
+    generator_result, settle_run_options)
 
 from rich import box
 from rich.console import Console, JustifyMethod
@@ -72,8 +76,8 @@ SERVER_NAMES = {"pyorb": "pyorb (sync servant)",
                 "bare": "floor: bare uvloop, no ORB",
                 "bare-handoff": "floor: bare uvloop + thread"}
 A_SERVERS = ("pyorb", "omni-tpc", "omni-pool", "bare", "bare-handoff")
-OMNI_CLIENT = ["-m", "benchmarks.omni_echo_client"]
-PYORB_CLIENT = ["-m", "benchmarks.pyorb_echo_client"]
+OMNI_CLIENT = ["-m", "pyorb.loadtest.omni_generator", "--target", "echo", "--mode", "smi"]
+PYORB_CLIENT = ["-m", "pyorb.loadtest.generator", "--target", "echo", "--mode", "pipelined"]
 
 A_THREADS = (1, 8, 64)
 B_EXTRA = ((64, 8),)            # (threads, connections) beyond (a)'s n/n
@@ -81,6 +85,7 @@ B_REFERENCE = ((8, 8), (64, 64)) + B_EXTRA
 C_CONCURRENCY = (1, 64, 1000)
 LATENCY_CALLS = 2000
 LATENCY_SERVERS = ("pyorb", "omni-tpc", "bare")
+LATENCY_BOUND_S = 120.0         # the sequential calls' window: they end long before it
 
 CALL_TIMEOUT_S = 5.0            # the clients' per-call timeout
 CLIENT_SLACK_S = 30.0           # start-up and exit on top of the window
@@ -179,16 +184,16 @@ def schedule(rep: int) -> list[Point]:
 def client_command(pt: Point, ior: str, ns: argparse.Namespace) -> list[str]:
     """The client process for ``pt``."""
     if pt.latency:
-        return [PY, *OMNI_CLIENT, ior, "--sequential-latency",
-                str(LATENCY_CALLS), "--warmup", str(ns.warmup)]
-    window = ["--seconds", str(ns.seconds), "--warmup", str(ns.warmup),
+        return [PY, *OMNI_CLIENT, ior, "--clients", "1", "--calls",
+                str(LATENCY_CALLS), "--warmup", str(ns.warmup),
+                "--duration", str(LATENCY_BOUND_S), "--timeout",
+                str(CALL_TIMEOUT_S)]
+    window = ["--duration", str(ns.seconds), "--warmup", str(ns.warmup),
               "--timeout", str(CALL_TIMEOUT_S)]
     if pt.client == "pyorb":
-        return [PY, *PYORB_CLIENT, ior, "--concurrency", str(pt.n), *window]
-    cmd = [PY, *OMNI_CLIENT, ior, "--threads", str(pt.n), *window]
-    if pt.connections:
-        cmd += ["--connections", str(pt.connections)]
-    return cmd
+        return [PY, *PYORB_CLIENT, ior, "--window", str(pt.n), *window]
+    return [PY, *OMNI_CLIENT, ior, "--clients", str(pt.n), "--connections",
+            str(pt.connections or pt.n), *window]
 
 
 def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
@@ -202,14 +207,14 @@ def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
         with server as ior:
             # subprocess.run kills its child on timeout: the client is
             # bounded even if it hangs.
-            limit = ns.warmup + ns.seconds + CALL_TIMEOUT_S + CLIENT_SLACK_S
+            limit = ns.warmup + (LATENCY_BOUND_S if pt.latency else ns.seconds) + CALL_TIMEOUT_S + CLIENT_SLACK_S
             try:
                 done = subprocess.run(
                     client_command(pt, ior, ns), cwd=ROOT, timeout=limit,
                     stdin=subprocess.DEVNULL, capture_output=True,
                     check=False)
                 run.client_rc = done.returncode
-                run.result = last_json(done.stdout)
+                run.result = generator_result(done.stdout)
                 err = done.stderr.decode(errors="replace").strip()
             except subprocess.TimeoutExpired:
                 run.client_rc, err = None, f"client killed after {limit:g} s"

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import psutil  # type: ignore[import-untyped]
 from benchmarks.bench_echo import Run, Table, judge, rotate, run_benchmark, summarize
-from benchmarks.common import ROOT, RunDefaults, ServerProcess, add_run_options, last_json, positive, settle_run_options
+from benchmarks.common import ROOT, RunDefaults, ServerProcess, add_run_options, generator_result, positive, settle_run_options
 
 PY = sys.executable
 BARE = ["-m", "benchmarks.bare_middle"]
@@ -129,7 +129,7 @@ def run_point(c: Chain, rep: int, seq: int, ns: argparse.Namespace) -> Run:
                 wall = time.perf_counter() - t0
                 busy = {name: (_cpu(m) - before[name]) / wall for name, m in meters.items()}
                 run.client_rc, err = done.returncode, done.stderr.decode(errors="replace")
-                found = last_json(done.stdout)
+                found = generator_result(done.stdout)
             finally:
                 if middle is not None:
                     middle.__exit__(None, None, None)

@@ -15,7 +15,7 @@ workload and a number of closed-loop clients:
              strategy and any thread-per-connection strategy here;
   workloads  echo (no demand) and cpu (--cpu-ms of CPU per call, computed
              in the thread that runs the call: Harkema et al.'s 1 ms);
-  clients    1 and 64 threads of benchmarks/omni_sink_client.py, each on
+  clients    1 and 64 threads of omniORBpy's load generator (pyorb.loadtest.omni_generator), each on
              its own connection, each sending its next call as soon as the
              reply came.
 
@@ -47,11 +47,11 @@ from benchmarks.bench_echo import (
     spread, summarize)
 from benchmarks.common import (
     ROOT, SERVER_START_S, RunDefaults, ServerProcess, add_run_options,
-    last_json, positive, read_first_line, settle_run_options, stop_process,
+    generator_result, positive, read_first_line, settle_run_options, stop_process,
     tail)
 
 PY = sys.executable
-CLIENT = ["-m", "benchmarks.omni_sink_client"]
+CLIENT = ["-m", "pyorb.loadtest.omni_generator", "--target", "sink", "--mode", "smi", "--ready"]
 CALL_TIMEOUT_S = 5.0            # the client's per-call timeout
 CLIENT_SLACK_S = 30.0           # start-up and exit on top of the window
 
@@ -197,7 +197,7 @@ def drive_client(pt: Point, ior: str, server_pid: int,
                  ns: argparse.Namespace) -> tuple[int | None, bytes, str,
                                                    Window | None]:
     """Run the client for ``pt``; (rc, stdout, stderr tail, CPU window)."""
-    cmd = [PY, *CLIENT, ior, "--threads", str(pt.clients), "--seconds",
+    cmd = [PY, *CLIENT, ior, "--clients", str(pt.clients), "--connections", str(pt.clients), "--duration",
            str(ns.seconds), "--warmup", str(ns.warmup), "--timeout",
            str(CALL_TIMEOUT_S)]
     limit = ns.warmup + ns.seconds + CALL_TIMEOUT_S + CLIENT_SLACK_S
@@ -248,7 +248,7 @@ def run_point(pt: Point, rep: int, seq: int, ns: argparse.Namespace) -> Run:
             assert server.proc is not None
             rc, out, err, window = drive_client(pt, ior, server.proc.pid, ns)
         run.client_rc, run.server_rc = rc, server.rc
-        run.result = last_json(out)
+        run.result = generator_result(out)
         if run.result is not None and window is not None:
             derive(run.result, window, pt, ns)
         run.wall_s = round(time.monotonic() - started, 2)
@@ -365,7 +365,7 @@ def shown(pt: Point, run: Run) -> str:
 
 def settings(ns: argparse.Namespace) -> str:
     """The run's settings in one line (bench_echo's header has the rest)."""
-    return (f"Client: benchmarks/omni_sink_client.py (omniORBpy, one thread "
+    return (f"Client: pyorb.loadtest.omni_generator (omniORBpy, one thread "
             f"and one connection per client). Workloads: "
             f"{', '.join(ns.workloads)} (cpu = {ns.cpu_ms:g} ms per call); "
             f"clients: {', '.join(map(str, ns.clients))}; pool size "

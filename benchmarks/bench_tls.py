@@ -4,7 +4,8 @@
 For each stack and load it alternates plain and TLS runs (``--rounds``
 each, the order flipping every round) and prints calls/s (median, min,
 max) and the TLS/plain ratio of the medians.  pyorb: pyorb.servers.echo
-and benchmarks.pyorb_echo_client (N calls in flight on one connection).
+and pyorb's load generator (pyorb.loadtest.generator --target echo --mode
+pipelined: N calls in flight on one connection).
 omniORB: the C++ echo server and client of tests/peers/omnicxx (T threads),
 built here if Debian's omniORB packages are installed, skipped otherwise.
 Certificates are made for the run in a temporary directory.
@@ -27,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 
+from pyorb.loadtest.stats import read_result
 from pyorb.testing.certs import TestPKI, make_pki
 from tests.peers.omnicxx import build as omnicxx
 
@@ -54,29 +56,47 @@ def _stop(server: subprocess.Popen[str]) -> None:
         server.stdout.close()
 
 
-def _measure(server_argv: list[str], client_argv: Callable[[str], list[str]], seconds: float) -> float:
+def _measure(server_argv: list[str], client_argv: Callable[[str], list[str]], seconds: float,
+             rate: Callable[[str], float]) -> float:
+    """calls/s of one run: a fresh server, the client, and ``rate`` read from the client's output."""
     server, ior = _serve(server_argv)
     try:
         done = subprocess.run(client_argv(ior), capture_output=True, text=True, timeout=seconds + 60, check=False)
     finally:
         _stop(server)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    try:
+        return rate(done.stdout)
+    except ValueError as exc:
+        raise RuntimeError(f"{exc}; its stderr ended: {done.stderr[-500:]}") from None
+
+
+def generator_rate(stdout: str) -> float:
+    """pyorb's load generator: the throughput of its result, which must have no error."""
+    result = read_result(stdout)
+    if result.errors:
+        raise ValueError(f"client errors: {result.as_dict()}")
+    return result.throughput
+
+
+def omnicxx_rate(stdout: str) -> float:
+    """The omniORB C++ echo client's calls/s (its own JSON line), which must have no error."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if not lines:
-        raise RuntimeError(f"client printed nothing: {done.stderr[-500:]}")
+        raise ValueError("client printed nothing")
     result = json.loads(lines[-1])
     if result.get("errors"):
-        raise RuntimeError(f"client errors: {result}")
+        raise ValueError(f"client errors: {result}")
     return float(result["calls_per_s"])
 
 
 def pyorb_point(pki: TestPKI, tls: bool, concurrency: int, seconds: float) -> float:
     server = [sys.executable, "-m", "pyorb.servers.echo"]
-    client = [sys.executable, "-m", "benchmarks.pyorb_echo_client"]
+    client = [sys.executable, "-m", "pyorb.loadtest.generator", "--target", "echo", "--mode", "pipelined"]
     if tls:
         server += ["--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key)]
     extra = ["--tls-ca", str(pki.ca)] if tls else []
-    return _measure(server, lambda ior: [*client, ior, "--concurrency", str(concurrency), "--seconds", str(seconds),
-                                         "--warmup", "0.5", *extra], seconds)
+    return _measure(server, lambda ior: [*client, ior, "--window", str(concurrency), "--duration", str(seconds),
+                                         "--warmup", "0.5", *extra], seconds, generator_rate)
 
 
 def omniorb_point(programs: dict[str, Path], pki: TestPKI, tls: bool, threads: int, seconds: float) -> float:
@@ -84,7 +104,8 @@ def omniorb_point(programs: dict[str, Path], pki: TestPKI, tls: bool, threads: i
     if tls:
         server += ["--no-tcp", "--ssl-port", "0", "--ca", str(pki.ca), "--key", str(pki.server.bundle)]
     return _measure(server, lambda ior: [str(programs["client"]), ior, "--ca", str(pki.ca), "--threads",
-                                         str(threads), "--seconds", str(seconds), "--warmup", "0.5"], seconds)
+                                         str(threads), "--seconds", str(seconds), "--warmup", "0.5"], seconds,
+                    omnicxx_rate)
 
 
 def main() -> None:

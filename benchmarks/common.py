@@ -1,9 +1,10 @@
-"""Pieces shared by the load-generator scripts in this folder."""
+"""Pieces the benchmarks in this folder share: run options, server processes, reading a load generator's result."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import selectors
 import subprocess
@@ -12,22 +13,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable
-
-
-@dataclass(frozen=True)
-class Window:
-    """The measured interval, in time.perf_counter() seconds."""
-
-    start: float
-    end: float
-
-
-@dataclass
-class Tally:
-    """One worker's counts inside the window."""
-
-    calls: int = 0
-    errors: int = 0
 
 
 def positive(kind: type) -> Callable[[str], Any]:
@@ -196,6 +181,20 @@ def last_json(stdout: bytes) -> dict[str, Any] | None:
         if isinstance(value, dict):
             return value
     return None
+
+
+def generator_result(stdout: bytes) -> dict[str, Any] | None:
+    """A load generator's result (:class:`pyorb.loadtest.stats.LoadResult`) as the tables read it, or None
+    if it printed none: its JSON fields, ``calls_per_s`` (rounded) and the latency percentiles in µs."""
+    from pyorb.loadtest.stats import read_result
+
+    try:
+        found = read_result(stdout)
+    except ValueError:
+        return None
+    micro = {f"{k[:-3]}_us": None if math.isnan(v) else round(v * 1000, 1)
+             for k, v in found.latency_ms.items() if k in ("min_ms", "p50_ms", "p99_ms")}
+    return {**found.as_dict(), "calls_per_s": round(found.throughput, 1), **micro}
 
 
 def range_text(values: list[float], fmt: str = "{:.1f}") -> str:

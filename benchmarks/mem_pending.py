@@ -149,7 +149,7 @@ async def measure(ref: str, pid: int, n: int, settle: float, delay: float, timeo
         token = i << 32
         while not stop.is_set():
             in_flight += 1
-            ok = await _call(sink, token, timeout)
+            ok = await _call(sink.work, token, timeout)
             in_flight -= 1
             replies += ok  # not "replies += await ...": that would read replies before the await
             token += 1

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pyorb.loadtest.stats import LoadResult, read_result
+
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,22 +28,67 @@ def stop(proc: subprocess.Popen[str]) -> None:
     proc.communicate(timeout=20)
 
 
-@pytest.mark.parametrize(("server", "client", "load"), [
-    ("pyorb.servers.echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
-    ("pyorb.servers.echo", "benchmarks.omni_echo_client", ["--threads", "4"]),
-    ("pyorb.servers.omni echo", "benchmarks.pyorb_echo_client", ["--concurrency", "16"]),
-])
-def test_load_generator_against_server(server: str, client: str, load: list[str]) -> None:
+PYORB_ECHO = ["pyorb.loadtest.generator", "--target", "echo", "--mode", "pipelined", "--window", "16"]
+OMNI_ECHO = ["pyorb.loadtest.omni_generator", "--target", "echo", "--mode", "smi", "--clients", "4"]
+
+
+def generate(ior: str, client: list[str], *window: str) -> LoadResult:
+    """One load generator run against ``ior``: its result, after checking it exited 0."""
+    module, *options = client
+    done = subprocess.run([sys.executable, "-m", module, ior, *options, *window],
+                          capture_output=True, text=True, timeout=90, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return read_result(done.stdout)
+
+
+@pytest.mark.parametrize(("server", "client"), [
+    ("pyorb.servers.echo", PYORB_ECHO),
+    ("pyorb.servers.echo", OMNI_ECHO),
+    ("pyorb.servers.omni echo", PYORB_ECHO),
+], ids=["pyorb-pyorb", "omniorbpy-pyorb", "pyorb-omniorbpy"])
+def test_load_generator_against_echo_server(server: str, client: list[str]) -> None:
     proc, ior = start(*server.split())
     try:
         assert ior.startswith("IOR:")
-        done = subprocess.run([sys.executable, "-m", client, ior, *load, "--seconds", "1", "--warmup", "0.2"],
-                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
-        assert done.returncode == 0, done.stderr
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        assert result["errors"] == 0 and result["calls"] > 100, result
+        result = generate(ior, client, "--duration", "1", "--warmup", "0.2")
+        assert result.errors == 0 and result.calls > 100, result
+        assert result.extra["target"] == "echo" and result.latency_ms["p50_ms"] > 0, result
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("client", [["pyorb.loadtest.generator", "--mode", "smi", "--clients", "2"],
+                                    ["pyorb.loadtest.omni_generator", "--mode", "smi", "--clients", "2"]],
+                         ids=["pyorb", "omniorbpy"])
+def test_both_generators_make_the_same_sequential_calls_and_report_alike(client: list[str]) -> None:
+    # The echo benchmark's sequential latency: N calls one after another after the warm-up, then stop.
+    proc, ior = start("pyorb.servers.echo")
+    try:
+        result = generate(ior, [*client, "--target", "echo"], "--calls", "50", "--warmup", "0.2",
+                          "--duration", "60")
+        assert (result.mode, result.clients, result.calls, result.errors) == ("smi", 2, 100, 0), result
+        assert 0 < result.latency_ms["min_ms"] <= result.latency_ms["p50_ms"] <= result.latency_ms["max_ms"]
+        assert result.seconds < 60, result  # the calls ended the run, not the window
+    finally:
+        stop(proc)
+
+
+def test_the_omniorbpy_generator_says_ready_after_its_first_call_and_fails_without_a_server() -> None:
+    proc, ior = start("pyorb.servers.sink")
+    try:
+        done = subprocess.run([sys.executable, "-m", "pyorb.loadtest.omni_generator", ior, "--ready", "--clients",
+                               "2", "--duration", "0.5", "--warmup", "0"],
+                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+        assert done.returncode == 0 and done.stdout.splitlines()[0] == "ready", done.stderr
+        assert read_result(done.stdout).calls > 10
+    finally:
+        stop(proc)
+    # The server is gone: the first call fails, the result says so and the status is 1.
+    done = subprocess.run([sys.executable, "-m", "pyorb.loadtest.omni_generator", ior, "--ready", "--duration",
+                           "0.5", "--timeout", "5"],
+                          capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+    assert done.returncode == 1 and done.stdout.splitlines()[0] == "failed", (done.stdout, done.stderr)
+    assert "the first call" in done.stderr and read_result(done.stdout).errors == 1
 
 
 @pytest.mark.parametrize("mode", [[], ["--handoff", "--threads", "2"]])
@@ -49,12 +96,8 @@ def test_bare_floor_server_answers_the_omniorb_client_and_stops_at_stdin_eof(mod
     proc, ior = start("benchmarks.bare_echo_server", *mode)
     try:
         assert ior.startswith("IOR:")
-        done = subprocess.run([sys.executable, "-m", "benchmarks.omni_echo_client", ior, "--threads", "4",
-                               "--seconds", "1", "--warmup", "0.2"],
-                              capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
-        assert done.returncode == 0, done.stderr
-        result = json.loads(done.stdout.strip().splitlines()[-1])
-        assert result["errors"] == 0 and result["calls"] > 100, result
+        result = generate(ior, OMNI_ECHO, "--duration", "1", "--warmup", "0.2")
+        assert result.errors == 0 and result.calls > 100, result
         _, err = proc.communicate("", timeout=20)  # stdin EOF: the benchmark's stop signal
         assert proc.returncode == 0, err
     finally:
@@ -87,10 +130,10 @@ def test_bare_sink_client_times_real_calls_of_a_pyorb_sink(shape: list[str]) -> 
                                "--warmup", "0.2", "--duration", "0.5"],
                               capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
         assert done.returncode == 0, done.stderr
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result = read_result(done.stdout)
         # 8 calls in flight, each held 10 ms by the sink: about 800 calls/s, and none faster than the delay.
-        assert result["errors"] == 0 and 100 < result["calls"] <= 8 * 0.5 / 0.01 + 8, result
-        assert result["min_ms"] >= 8.5, result  # (a loop timer may fire up to 1 ms early)
+        assert result.errors == 0 and 100 < result.calls <= 8 * 0.5 / 0.01 + 8, result
+        assert result.latency_ms["min_ms"] >= 8.5, result  # (a loop timer may fire up to 1 ms early)
     finally:
         stop(proc)
 

@@ -1,7 +1,10 @@
-"""pyorb's own load generator for ``Bench::Sink.work`` (one process, uvloop).
+"""pyorb's load generator: closed-loop calls of ``Bench::Sink.work`` or ``Bench::Echo.ping`` (one process, uvloop).
 
-``python -m pyorb.loadtest.generator REF --mode M ...`` prints one JSON line
-(see :func:`pyorb.loadtest.stats.result`).  Modes:
+``python -m pyorb.loadtest.generator REF --mode M [--target sink|echo] ...``
+prints one JSON line, a :class:`pyorb.loadtest.stats.LoadResult`.  The
+target is the papers' sink (``work(token)``, the default) or the echo
+benchmark's server (``ping(stamp)``); each reply must carry its call's
+number back.  Modes:
 
 * ``closed``: N closed-loop clients, each with its own connection (as N
   client processes would have), the next call as soon as the reply came;
@@ -9,13 +12,15 @@
   ``--requests R`` each client stops after R calls (Harkema et al.).
 * ``sequential``: one client awaits ``--calls`` calls one after the other
   (AMI used synchronously: the latency of one round trip).
-* ``pipelined``: one connection keeps ``--window`` calls outstanding (AMI).
+* ``pipelined``: one connection keeps ``--window`` calls outstanding (AMI);
+  the echo benchmark's pyorb client.
 * ``smi``: ``--clients`` threads, each a :class:`~pyorb.client.blocking.BlockingClient`
   making synchronous calls back to back (``--calls`` each, or for the window).
 
-Used where Locust cannot make the load on a small machine: thousands of
-clients or thousands of calls per second cost one coroutine each here, a
-greenlet and a Python-level request event each in Locust.
+Objects whose IOR offers TLS are called over TLS (``--tls-ca``).  Used where
+Locust cannot make the load on a small machine: thousands of clients or
+thousands of calls per second cost one coroutine each here, a greenlet and
+a Python-level request event each in Locust.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pyorb.loadtest.stats import emit, result
+from pyorb.loadtest.stats import LoadResult
 
+# Each target: its interface in Bench and the operation called, both (unsigned long long) -> the same value.
+TARGETS = {"sink": ("Sink", "work"), "echo": ("Echo", "ping")}
 CONNECT_BATCH = 200  # connections opened at once before the run (the listen backlog is finite)
 END_GRACE_S = 0.5  # calls still pending this long after the window are abandoned (they would not count)
 
@@ -58,8 +66,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     from pyorb.servers.runner import OneLineParser
 
     p = OneLineParser(prog="generator", description=__doc__.split("\n")[0])
-    p.add_argument("ref", help="IOR or corbaloc URL of a Bench::Sink")
+    p.add_argument("ref", help="IOR or corbaloc URL of the target")
     p.add_argument("--mode", choices=("closed", "sequential", "pipelined", "smi"), default="closed")
+    p.add_argument("--target", choices=tuple(TARGETS), default="sink",
+                   help="Bench::Sink.work (default) or Bench::Echo.ping")
+    p.add_argument("--tls-ca", type=Path, metavar="PEM",
+                   help="verify TLS servers against this CA (IORs that offer TLS are called over TLS)")
     p.add_argument("--clients", type=int, default=1, help="closed-loop clients or SMI threads")
     p.add_argument("--window", type=int, default=64, help="calls outstanding in pipelined mode")
     p.add_argument("--calls", type=int, default=0, help="calls in sequential mode (or per SMI thread)")
@@ -73,14 +85,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             p.error(f"--{name} must be at least 1")
     if ns.duration <= 0 or ns.warmup < 0 or ns.timeout <= 0 or ns.calls < 0 or ns.requests < 0:
         p.error("--duration and --timeout must be positive; --warmup, --calls and --requests not negative")
+    if ns.tls_ca is not None and ns.mode == "smi":
+        p.error("--tls-ca: the smi mode's blocking clients call over plain TCP only")
     return ns
 
 
-async def _call(sink: Any, token: int, timeout: float) -> bool:
+def _interface(ns: argparse.Namespace) -> Any:
+    from pyorb.idl import bench_idl
+
+    return getattr(bench_idl().Bench, TARGETS[ns.target][0])
+
+
+def _operation(proxy: Any, ns: argparse.Namespace) -> Any:
+    """The target's operation on ``proxy``, looked up once rather than per call."""
+    return getattr(proxy, TARGETS[ns.target][1])
+
+
+def _client(ns: argparse.Namespace) -> Any:
+    import pyorb
+    import pyorb.tls
+
+    tls = pyorb.tls.client_context(ns.tls_ca) if ns.tls_ca is not None else None
+    return pyorb.Client(pyorb.Config(call_timeout=ns.timeout), tls=tls)
+
+
+async def _call(operation: Any, token: int, timeout: float) -> bool:
+    """One call of a bound operation (``sink.work``, ``echo.ping``): did its number come back?"""
     from omniORB import CORBA
 
     try:
-        return bool(await sink.work(token, timeout=timeout) == token)
+        return bool(await operation(token, timeout=timeout) == token)
     except CORBA.Exception:
         return False
 
@@ -112,14 +146,11 @@ async def _connect_all(clients: list[Any], ref: str) -> int:
     return failed
 
 
-async def closed(ns: argparse.Namespace) -> dict[str, Any]:
-    import pyorb
-    from pyorb.idl import bench_idl
-
-    iface = bench_idl().Bench.Sink
-    clients = [pyorb.Client(pyorb.Config(call_timeout=ns.timeout)) for _ in range(ns.clients)]
+async def closed(ns: argparse.Namespace) -> LoadResult:
+    iface = _interface(ns)
+    clients = [_client(ns) for _ in range(ns.clients)]
     try:
-        sinks = [c.resolve(ns.ref, iface) for c in clients]
+        sinks = [_operation(c.resolve(ns.ref, iface), ns) for c in clients]
         failed = await _connect_all(clients, ns.ref)
         t0 = time.perf_counter()
         tally = Tally(t0 + ns.warmup, t0 + ns.warmup + ns.duration)
@@ -139,12 +170,9 @@ async def closed(ns: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
 
-async def sequential(ns: argparse.Namespace) -> dict[str, Any]:
-    import pyorb
-    from pyorb.idl import bench_idl
-
-    async with pyorb.Client() as client:
-        sink = client.resolve(ns.ref, bench_idl().Bench.Sink)
+async def sequential(ns: argparse.Namespace) -> LoadResult:
+    async with _client(ns) as client:
+        sink = _operation(client.resolve(ns.ref, _interface(ns)), ns)
         await _connect_all([client], ns.ref)
         t0 = time.perf_counter()
         tally = Tally(t0 + ns.warmup, t0 + ns.warmup + ns.duration)
@@ -163,12 +191,9 @@ async def _sequential_until(sink: Any, ns: argparse.Namespace, tally: Tally, t0:
         token += 1
 
 
-async def pipelined(ns: argparse.Namespace) -> dict[str, Any]:
-    import pyorb
-    from pyorb.idl import bench_idl
-
-    async with pyorb.Client(pyorb.Config(call_timeout=ns.timeout)) as client:
-        sink = client.resolve(ns.ref, bench_idl().Bench.Sink)
+async def pipelined(ns: argparse.Namespace) -> LoadResult:
+    async with _client(ns) as client:
+        sink = _operation(client.resolve(ns.ref, _interface(ns)), ns)
         await _connect_all([client], ns.ref)
         t0 = time.perf_counter()
         tally = Tally(t0 + ns.warmup, t0 + ns.warmup + ns.duration)
@@ -184,15 +209,16 @@ async def pipelined(ns: argparse.Namespace) -> dict[str, Any]:
         return _result(ns, tally, ns.duration, window=ns.window)
 
 
-def sequential_calls(sink: Any, n: int, tally: Tally, lock: threading.Lock, calls: int,
+def sequential_calls(operation: Callable[[int], Any], n: int, tally: Tally, lock: threading.Lock, calls: int,
                      failure: type[BaseException]) -> None:
-    """One closed-loop client thread of synchronous ``sink.work`` calls, each
-    with its own token, until the window ends (or ``calls`` are counted)."""
+    """One closed-loop client thread of synchronous calls of a bound operation
+    (``sink.work``), each with its own token, until the window ends (or
+    ``calls`` are counted)."""
     token, mine = n << 32, 0
     while time.perf_counter() < tally.end and (not calls or mine < calls):
         start = time.perf_counter()
         try:
-            ok = sink.work(token) == token
+            ok = operation(token) == token
         except failure:
             ok = False
         with lock:
@@ -201,30 +227,39 @@ def sequential_calls(sink: Any, n: int, tally: Tally, lock: threading.Lock, call
         token += 1
 
 
-def smi(ns: argparse.Namespace) -> dict[str, Any]:
+def smi(ns: argparse.Namespace) -> LoadResult:
     """Threads of synchronous calls on blocking sockets (no event loop)."""
     from omniORB import CORBA
 
     from pyorb.client.blocking import BlockingClient
     from pyorb.config import Config
-    from pyorb.idl import bench_idl
 
-    iface = bench_idl().Bench.Sink
+    iface = _interface(ns)
     t0 = time.perf_counter()
     tally = Tally(t0 + ns.warmup, t0 + ns.warmup + ns.duration)
     lock = threading.Lock()
 
     def worker(n: int) -> None:
         with BlockingClient(Config(call_timeout=ns.timeout)) as client:
-            sequential_calls(client.resolve(ns.ref, iface), n, tally, lock, ns.calls, CORBA.Exception)
+            sequential_calls(_operation(client.resolve(ns.ref, iface), ns), n, tally, lock, ns.calls,
+                             CORBA.Exception)
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(ns.clients)]
+    stuck = run_threads([threading.Thread(target=worker, args=(i,), daemon=True) for i in range(ns.clients)],
+                        tally.end + ns.timeout + 1)
+    seconds = ns.duration if not ns.calls else max(tally.last - tally.start, 1e-9)
+    return _result(ns, tally, seconds, stuck=stuck)
+
+
+def run_threads(threads: list[threading.Thread], deadline: float) -> int:
+    """Start ``threads`` and wait for them until ``deadline`` (perf_counter); how many are still running.
+
+    A thread still in a call then is stuck past its call timeout: the caller counts it as an error.
+    """
     for t in threads:
         t.start()
     for t in threads:
-        t.join(max(0.0, tally.end + ns.timeout + 1 - time.perf_counter()))
-    seconds = ns.duration if not ns.calls else max(tally.last - tally.start, 1e-9)
-    return _result(ns, tally, seconds)
+        t.join(max(0.0, deadline - time.perf_counter()))
+    return sum(t.is_alive() for t in threads)
 
 
 async def _bounded(aw: Any, deadline: float) -> None:
@@ -234,9 +269,9 @@ async def _bounded(aw: Any, deadline: float) -> None:
         pass  # calls still pending after the window: what completed inside it is counted
 
 
-def _result(ns: argparse.Namespace, tally: Tally, seconds: float, **extra: Any) -> dict[str, Any]:
-    return result(ns.mode, ns.clients, tally.calls, tally.errors, seconds, tally.latencies,
-                  time.process_time(), time.perf_counter() - _STARTED, **extra)
+def _result(ns: argparse.Namespace, tally: Tally, seconds: float, stuck: int = 0, **extra: Any) -> LoadResult:
+    return LoadResult.measured(ns.mode, ns.clients, tally.calls, tally.errors + stuck, seconds, tally.latencies,
+                               time.process_time(), time.perf_counter() - _STARTED, target=ns.target, **extra)
 
 
 _STARTED = time.perf_counter()
@@ -247,12 +282,12 @@ MODES: dict[str, Callable[[argparse.Namespace], Any]] = {"closed": closed, "sequ
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
     if ns.mode == "smi":
-        emit(smi(ns))
+        smi(ns).emit()
         return 0
     from pyorb.servers.runner import run
 
     async def go() -> int:
-        emit(await MODES[ns.mode](ns))
+        (await MODES[ns.mode](ns)).emit()
         return 0
 
     return run(go)

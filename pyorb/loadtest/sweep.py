@@ -11,7 +11,6 @@ threads and RSS, and whether the generator itself was the bottleneck.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from pyorb.loadtest import locustrun
 from pyorb.loadtest.processes import Meter, Sampler, ServerProcess, run_child
+from pyorb.loadtest.stats import read_result
 
 GENERATOR_BOUND = 0.90
 """A generator using this fraction of a core or more is the bottleneck (it is one Python thread)."""
@@ -177,11 +177,14 @@ def _generate(generator: str, point: Point, settings: Settings, ref: str, logs: 
             args += ["--requests", str(point.requests)]
         done, meter = run_child(args, bound, sampler)
     (logs / "generator.stderr.txt").write_text(done.stderr)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
+    try:
+        found = read_result(done.stdout)
+    except ValueError:
+        found = None
+    if done.returncode != 0 or found is None:
         raise RuntimeError(f"the load generator failed (status {done.returncode}): "
                            f"{done.stderr.strip().splitlines()[-1:] or 'no output'}")
-    return dict(json.loads(lines[-1])), meter
+    return found.as_dict(), meter
 
 
 def _window(meter: Meter, seconds: float) -> tuple[float, float]:
