@@ -28,6 +28,7 @@ from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
 from pyorb.marshal.references import ObjrefConverter, _has_objref, from_omni, to_omni
 from pyorb.marshal.values import nested_value, resolve, values_can_nest
+from pyorb.marshal.valuewriter import write_values
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,8 @@ class BodyCodec:
         pad = align % 8
         try:
             if self._prepare:
+                if self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)):
+                    return write_values(self._descs, values, pad, little_endian, _leaf)
                 values = self._prepared(values)
             if self.count == 1 and not pad:  # one value needs no wrapping struct
                 body = cdr_marshal(self._descs[0], values[0], little_endian)
@@ -191,11 +194,7 @@ class BodyCodec:
         return body if self._padding_free(pad) else self._scrub(body, pad, little_endian)
 
     def _prepared(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
-        """``values`` as omniORB's marshaler takes them: object references its own,
-        and never a value inside a value's state (on which it aborts the process)."""
-        if self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)):
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, "cannot send a value type inside another value's state: "
-                                "omniORB's marshaler cannot write one (pyorb does not send them yet)")
+        """``values`` as omniORB's marshaler takes them: object references its own."""
         if self._objrefs:
             values = tuple(to_omni(d, v) for d, v in zip(self._descs, values))
         return values
@@ -305,6 +304,19 @@ class BodyCodec:
                                    text=text, giop_minor=2)
         except ValueError as exc:
             raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+
+
+_leaf_codecs: dict[int, tuple[Descriptor, BodyCodec]] = {}
+
+
+def _leaf(desc: Descriptor, value: Any, align: int, little_endian: bool) -> bytes:
+    """One value holding no value type, marshaled by omniORB from ``align`` (the value writer's leaves)."""
+    hit = _leaf_codecs.get(id(desc))
+    if hit is None:  # descriptors are long-lived: cached by identity, the entry keeps one alive
+        if len(_leaf_codecs) > 4096:
+            _leaf_codecs.clear()
+        hit = _leaf_codecs[id(desc)] = (desc, BodyCodec((desc,)))
+    return hit[1].pack((value,), align, little_endian)
 
 
 def _undecodable(exc: Exception) -> CORBA.SystemException:
