@@ -76,16 +76,28 @@ def test_values_inside_structs_unions_sequences_and_arrays(le: bool, align: int)
     assert choice.p.x == 5 and label_choice.l == "box"
 
 
-def test_a_value_inside_a_value_is_refused_before_omniorb_sees_it() -> None:
-    # omniORB's in-memory marshaler aborts the process on one (cdrValueChunkStream):
-    # MARSHAL instead, and values that hold a null go through.
+@pytest.mark.parametrize("le", [True, False])
+def test_a_value_inside_a_value_is_written_as_omniorb_writes_it(le: bool) -> None:
+    # omniORB's in-memory marshaler aborts the process on one (cdrValueChunkStream): pyorb writes
+    # it, each nested value between its container's chunks, the innermost end tag closing them all.
     codec = BodyCodec((Values._d_Node,))
+    order = "<" if le else ">"
+    chain = codec.pack((Values.Node(1, Values.Node(2, Values.Node(3, None))),), 0, le)
+    tag, length = 0x7FFFFF08, 4
+    words = struct.unpack(f"{order}{len(chain) // 4}I", chain)
+    assert words == (tag, length, 1, tag, length, 2, tag, 2 * length, 3, 0, 0xFFFFFFFF)
     first = Values.Node(1, None)
-    first.next = Values.Node(2, first)  # a cycle
-    for value in (Values.Node(1, Values.Node(2, None)), first):
-        with pytest.raises(CORBA.MARSHAL, match="inside another value"):
-            codec.pack((value,), 0, True)
-    (alone,) = codec.unpack(codec.pack((Values.Node(3, None),), 0, True), 0, True)
+    first.next = Values.Node(2, first)  # a cycle: the second node's next points back at the first's tag
+    cycle = struct.unpack(f"{order}9I", codec.pack((first,), 0, le))
+    assert cycle == (tag, length, 1, tag, 3 * length, 2, 0xFFFFFFFF, (-28) & 0xFFFFFFFF, 0xFFFFFFFF)
+    # A box, a value, then a null in the state of a chunked value: the box chunked too (its chunk
+    # holds the string), a chunk again for the null after the point's end tag.
+    words = struct.unpack(f"{order}16I", BodyCodec((Values._d_Labelled,)).pack(
+        (Values.Labelled("l", Values.Point(1, 2, "p"), None),), 0, le))
+    nested_end, end = 0xFFFFFFFE, 0xFFFFFFFF
+    assert words[:4] + words[5:11] == (tag, tag, 6, 2, nested_end, tag, 14, 1, 2, 2)
+    assert words[12:] == (nested_end, 4, 0, end)
+    (alone,) = codec.unpack(codec.pack((Values.Node(3, None),), 0, le), 0, le)
     assert (alone.id, alone.next) == (3, None)
 
 

@@ -67,3 +67,14 @@ def test_pyorb_client_to_omniorbpy_server_over_giop_1_0(omni_server: Any) -> Non
         left_out = {"exception", "wlabel", "large"}  # omniORB cannot write a large reply over GIOP 1.0
         expected = {case: v for case, v in values_servant.EXPECTED.items() if case not in left_out}
         assert values_servant.calls(echo, exceptions=False, wide=False, large=False) == expected
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+def test_values_nested_in_values_to_omniorbpy(omni_server: Any, version: Version, little_endian: bool) -> None:
+    # A chain, a cycle, a box, a derived value and nulls inside values' states: pyorb writes them
+    # (omniORB's in-memory marshaler cannot), an omniORBpy server reads them off the wire.
+    server = omni_server(str(IDL), "tests.peers.values_servant:Nested")
+    with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+        nested = client.resolve(server.ior, Values.Nested)
+        assert values_servant.nested_calls(nested) == values_servant.NESTED_EXPECTED

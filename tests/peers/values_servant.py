@@ -57,6 +57,43 @@ class Echo(Values__POA.Echo):  # type: ignore[misc]
         raise Values.Refused(p)
 
 
+class Nested(Values__POA.Nested):  # type: ignore[misc]
+    """Answers values nested in values with plain results."""
+
+    def chain_length(self, n: Any) -> int:
+        return len(_nodes(n))
+
+    def describe(self, labelled: Any) -> str:
+        ids = [node.id for node in _nodes(labelled.chain)]
+        return f"{labelled.caption}@{labelled.at.name}:{ids}"
+
+
+def _nodes(n: Any) -> list[Any]:
+    seen: list[Any] = []
+    while n is not None and not any(n is m for m in seen):
+        seen.append(n)
+        n = n.next
+    return seen
+
+
+def nested_calls(nested: Any) -> dict[str, Any]:
+    """Values inside values through ``nested`` (an omniORB or a pyorb blocking reference)."""
+    chain = Values.Node(1, Values.Node(2, Values.Node(3, None)))
+    cycle = Values.Node(7, None)
+    cycle.next = Values.Node(8, cycle)
+    p = Values.Point(1, 2, "at")
+    return {
+        "chain": nested.chain_length(chain),
+        "cycle": nested.chain_length(cycle),
+        "labelled": nested.describe(Values.Labelled("lábel", p, chain)),
+        "null members": nested.describe(Values.Labelled(None, Values.Point3(0, 0, "p3", 0.5), None)),
+    }
+
+
+NESTED_EXPECTED = {"chain": 3, "cycle": 2, "labelled": "lábel@at:[1, 2, 3]", "null members": "None@p3:[]"}
+"""What :func:`nested_calls` returns against a correct peer."""
+
+
 def calls(echo: Any, exceptions: bool = True, wide: bool = True, large: bool = True) -> dict[str, Any]:
     """Every case through ``echo`` (an omniORB or a pyorb blocking reference): what came back, JSON-able.
 
