@@ -26,7 +26,7 @@ from pyorb.giop.codesets import CODE_SET_CODECS, CS_UTF8
 from pyorb.marshal import layout
 from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
-from pyorb.marshal.references import ObjrefConverter, _has_objref, from_omni, to_omni
+from pyorb.marshal.references import ObjrefConverter, _has_objref, from_omni, to_omni, value_holds_objref
 from pyorb.marshal.values import nested_value, resolve, values_can_nest
 from pyorb.marshal.valuewriter import write_values
 
@@ -99,7 +99,7 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare")
+                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare", "_value_refs")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -118,6 +118,9 @@ class BodyCodec:
         # omniORB's marshaler aborts the process on a value inside a value's state:
         # such bodies are checked before it sees them.
         self._nesting = values_can_nest(descs)
+        # omniORB's marshaler takes only its own references, and pyorb cannot swap them into a value
+        # it must not change: bodies whose values can hold references are written by pyorb.
+        self._value_refs = any(value_holds_objref(d) for d in descs)
         self._prepare = self._objrefs or self._nesting  # (one test on the hot path for plain bodies)
         self._strings = layout.has_strings(descs)  # bodies that change with the char code set
         # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
@@ -176,7 +179,7 @@ class BodyCodec:
         pad = align % 8
         try:
             if self._prepare:
-                if self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)):
+                if self._value_refs or (self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values))):
                     return write_values(self._descs, values, pad, little_endian, _leaf)
                 values = self._prepared(values)
             if self.count == 1 and not pad:  # one value needs no wrapping struct

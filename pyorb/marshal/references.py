@@ -13,7 +13,7 @@ from typing import Any, Callable
 from omniORB import CORBA
 
 from pyorb.marshal.orb import Descriptor, ensure_orb
-from pyorb.marshal.values import TV_INDIRECT, map_leaves
+from pyorb.marshal.values import TV_INDIRECT, TV_VALUE, TV_VALUE_BOX, _children, map_leaves, resolve
 
 TV_OBJREF, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 14, 15, 16, 19, 20, 21, 22
 
@@ -61,6 +61,27 @@ def _scan_objref(desc: tuple[Any, ...]) -> bool:
         return any(_has_objref(d) for d in desc[5::2])
     if kind == TV_UNION:
         return any(_has_objref(arm[2]) for arm in desc[6])
+    if kind in (TV_VALUE, TV_VALUE_BOX):
+        return value_holds_objref(desc)
+    return False
+
+
+def value_holds_objref(desc: Descriptor) -> bool:
+    """True if ``desc`` is (or holds) a value type whose state can hold an object reference
+    (by the declared types, recursive ones included)."""
+    seen: set[int] = set()
+    todo = [(desc, False)]
+    while todo:
+        desc, inside = todo.pop()
+        desc = resolve(desc)
+        kind = desc[0] if isinstance(desc, tuple) else desc
+        if kind == TV_OBJREF and inside:
+            return True
+        if id(desc) * 2 + inside in seen:
+            continue
+        seen.add(id(desc) * 2 + inside)
+        inner = inside or kind in (TV_VALUE, TV_VALUE_BOX)
+        todo.extend((child, inner) for child in _children(desc))
     return False
 
 
@@ -71,10 +92,11 @@ def _is_objref(desc: Descriptor) -> bool:
 Leaf = Callable[[Any, str], Any]
 
 
-def _walk(desc: Descriptor, value: Any, leaf: Leaf) -> Any:
+def _walk(desc: Descriptor, value: Any, leaf: Leaf, into_values: bool = False) -> Any:
     """``value`` (of IDL type ``desc``) with every object reference in it,
-    at any depth, replaced by ``leaf(reference, static repository id)``."""
-    return map_leaves(desc, value, _has_objref, _is_objref, lambda d, ref: leaf(ref, d[1]))
+    at any depth, replaced by ``leaf(reference, static repository id)``
+    (inside value types too if ``into_values``: they are changed in place)."""
+    return map_leaves(desc, value, _has_objref, _is_objref, lambda d, ref: leaf(ref, d[1]), into_values=into_values)
 
 
 def _omni_ref(value: Any, _static: str) -> Any:
@@ -100,5 +122,6 @@ def _string_to_object(text: str) -> Any:
 
 
 def from_omni(desc: Descriptor, value: Any, convert: ObjrefConverter) -> Any:
-    """Replace the omniORB object references anywhere in ``value`` using ``convert``."""
-    return _walk(desc, value, convert)
+    """Replace the omniORB object references anywhere in ``value`` using ``convert``
+    (the value types in a just unmarshaled ``value`` are changed in place)."""
+    return _walk(desc, value, convert, into_values=True)

@@ -18,6 +18,7 @@ from pyorb.marshal.orb import Descriptor
 
 TV_ANY, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 11, 15, 16, 19, 20, 21, 22
 TV_INDIRECT = -1
+TV_VALUE, TV_VALUE_BOX = 29, 30
 
 
 def resolve(desc: Descriptor) -> Descriptor:
@@ -35,7 +36,8 @@ def resolve(desc: Descriptor) -> Descriptor:
 
 def map_leaves(
     desc: Descriptor, value: Any, inside: Callable[[Descriptor], bool], is_leaf: Callable[[Descriptor], bool],
-    leaf: Callable[[Descriptor, Any], Any], *, rebuild: bool = True,
+    leaf: Callable[[Descriptor, Any], Any], *, rebuild: bool = True, seen: set[int] | None = None,
+    into_values: bool = False,
 ) -> Any:
     """``value`` (of type ``desc``) with ``leaf(leaf type, value)`` applied at every
     depth where ``is_leaf`` holds; ``inside(desc)`` says whether a type can
@@ -44,8 +46,10 @@ def map_leaves(
     ``rebuild`` makes new structs, exceptions and unions of their generated
     classes (values about to be marshaled must not be changed under their
     owner); otherwise they are changed in place (values just unmarshaled).
-    An any is walked by its TypeCode and keeps it; value types are left as
-    they are.
+    An any is walked by its TypeCode and keeps it.  Value types are left as
+    they are, or with ``into_values`` (values just unmarshaled, which nobody
+    else holds) changed in place, each object once (``seen``: they may be
+    shared or cyclic).
     """
     if value is None or not inside(desc):
         return value
@@ -53,21 +57,38 @@ def map_leaves(
     if is_leaf(desc):
         return leaf(desc, value)
     kind = desc[0] if isinstance(desc, tuple) else desc
+    if kind in (TV_VALUE, TV_VALUE_BOX):
+        if not into_values:
+            return value
+        if kind == TV_VALUE_BOX:
+            return map_leaves(desc[4], value, inside, is_leaf, leaf, rebuild=rebuild, seen=seen, into_values=True)
+        seen = set() if seen is None else seen
+        if id(value) in seen:
+            return value
+        seen.add(id(value))
+        actual = omniORB.findType(getattr(value, "_NP_RepositoryId", desc[2]))
+        actual = actual if isinstance(actual, tuple) and actual[0] == TV_VALUE else desc
+        for name, member in value_members(actual):
+            setattr(value, name, map_leaves(member, getattr(value, name), inside, is_leaf, leaf, rebuild=rebuild,
+                                            seen=seen, into_values=True))
+        return value
     if kind in (TV_SEQUENCE, TV_ARRAY):
-        return [map_leaves(desc[1], v, inside, is_leaf, leaf, rebuild=rebuild) for v in value]
+        return [map_leaves(desc[1], v, inside, is_leaf, leaf, rebuild=rebuild, seen=seen, into_values=into_values) for v in value]
     if kind in (TV_STRUCT, TV_EXCEPT):
         names, types = desc[4::2], desc[5::2]
         if rebuild:
-            return desc[1](*(map_leaves(d, getattr(value, n), inside, is_leaf, leaf, rebuild=rebuild)
+            return desc[1](*(map_leaves(d, getattr(value, n), inside, is_leaf, leaf, rebuild=rebuild, seen=seen,
+                                        into_values=into_values)
                              for n, d in zip(names, types)))
         for name, member in zip(names, types):
-            setattr(value, name, map_leaves(member, getattr(value, name), inside, is_leaf, leaf, rebuild=rebuild))
+            setattr(value, name, map_leaves(member, getattr(value, name), inside, is_leaf, leaf, rebuild=rebuild,
+                                            seen=seen, into_values=into_values))
         return value
     if kind == TV_UNION:
         arm = desc[8].get(value._d, desc[7])
         if arm is None:  # a discriminant with no member (an implicit default)
             return value
-        inner = map_leaves(arm[2], value._v, inside, is_leaf, leaf, rebuild=rebuild)
+        inner = map_leaves(arm[2], value._v, inside, is_leaf, leaf, rebuild=rebuild, seen=seen, into_values=into_values)
         if rebuild:
             return desc[1](value._d, inner)
         value._v = inner
@@ -75,11 +96,8 @@ def map_leaves(
     if kind == TV_ANY:
         if not isinstance(value, CORBA.Any) or not inside(value._t._d):
             return value  # (not an any at all: omniORB says BAD_PARAM)
-        return CORBA.Any(value._t, map_leaves(value._t._d, value._v, inside, is_leaf, leaf, rebuild=rebuild))
+        return CORBA.Any(value._t, map_leaves(value._t._d, value._v, inside, is_leaf, leaf, rebuild=rebuild, seen=seen, into_values=into_values))
     return value
-
-
-TV_VALUE, TV_VALUE_BOX = 29, 30
 
 
 def _children(desc: Descriptor) -> list[Descriptor]:

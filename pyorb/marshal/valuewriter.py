@@ -1,8 +1,10 @@
 """Writing value types in pyorb: the bodies omniORB's in-memory marshaler cannot write.
 
 omniORB's ``cdrMarshal`` aborts the process on a value inside a value's
-state (a linked list, a tree, a value holding a boxed value), so a body that
-holds one is written here, by the omniidl descriptors, in the form omniORB
+state (a linked list, a tree, a value holding a boxed value) and takes only
+its own object references, which pyorb cannot put into a value its caller
+owns; so a body that holds a value inside a value, or a value type whose
+state can hold a reference, is written here, by the omniidl descriptors, in the form omniORB
 writes on the wire: every value type chunked, with its repository id only
 when its class is not the declared one (a truncatable one with its list of
 truncatable ids), boxes unchunked (but inside a chunked value), nulls as a zero long, and a value,
@@ -13,7 +15,7 @@ state ends with a nested value shares its end tag (the nested one's is
 rewritten to close both, as omniORB does).
 
 Everything in a value's state that holds no value (numbers, strings,
-structs of them, object references) is marshaled by ``leaf`` (omniORB,
+structs of them, object references, pyorb proxies included) is marshaled by ``leaf`` (omniORB,
 through a one-type :class:`~pyorb.marshal.body.BodyCodec`, padding zeroed),
 so only the value encoding itself is pyorb's.
 """
@@ -28,9 +30,9 @@ from omniORB import CORBA
 
 from pyorb.marshal.layout.descriptors import value_members
 from pyorb.marshal.orb import Descriptor
-from pyorb.marshal.values import resolve, values_can_nest
+from pyorb.marshal.values import nested_value, resolve, values_can_nest
 
-TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_EXCEPT = 15, 16, 19, 20, 22
+TV_ANY, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_EXCEPT = 11, 15, 16, 19, 20, 22
 TV_VALUE, TV_VALUE_BOX, TV_ABSTRACT, TV_EVENT = 29, 30, 32, 36
 VM_TRUNCATABLE = 3
 
@@ -102,7 +104,7 @@ class _Out:
             what = "an abstract interface" if kind == TV_ABSTRACT else "an event type"
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {what} in a body that holds a value inside "
                                 "another value's state: pyorb does not write one")
-        elif not values_can_nest((desc,), True):
+        elif not values_can_nest((desc,), True) or (kind == TV_ANY and not nested_value(desc, value, self.level > 0)):
             self.data()
             self.buf += self.leaf(desc, value, (self.base + len(self.buf)) & 7, self.le)
         elif kind in (TV_STRUCT, TV_EXCEPT):
