@@ -78,3 +78,15 @@ def test_values_nested_in_values_to_omniorbpy(omni_server: Any, version: Version
     with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
         nested = client.resolve(server.ior, Values.Nested)
         assert values_servant.nested_calls(nested) == values_servant.NESTED_EXPECTED
+
+
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+def test_references_inside_values_with_omniorbpy(omni_server: Any, version: Version) -> None:
+    # A pyorb proxy inside a value goes out as a reference the omniORBpy server calls; a value
+    # holding the server's reference arrives holding a pyorb proxy.
+    echo_server = omni_server(str(IDL), "tests.peers.values_servant:Echo")
+    server = omni_server(str(IDL), "tests.peers.values_servant:Nested")
+    with pyorb.BlockingClient(pyorb.Config(giop_version=version)) as client:
+        nested = client.resolve(server.ior, Values.Nested)
+        echo = client.resolve(echo_server.ior, Values.Echo)
+        assert values_servant.reference_calls(nested, echo) == values_servant.REFERENCE_EXPECTED

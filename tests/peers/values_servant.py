@@ -67,6 +67,14 @@ class Nested(Values__POA.Nested):  # type: ignore[misc]
         ids = [node.id for node in _nodes(labelled.chain)]
         return f"{labelled.caption}@{labelled.at.name}:{ids}"
 
+    def call_through(self, carrier: Any) -> str:
+        return str(carrier.target.echo_label(f"through {carrier.n}"))
+
+    def give_carrier(self) -> Any:
+        poa = self._default_POA()  # the root POA, which the peer leaves holding requests
+        poa._get_the_POAManager().activate()
+        return Values.Carrier(Echo()._this(), 5)
+
 
 def _nodes(n: Any) -> list[Any]:
     seen: list[Any] = []
@@ -88,6 +96,17 @@ def nested_calls(nested: Any) -> dict[str, Any]:
         "labelled": nested.describe(Values.Labelled("lábel", p, chain)),
         "null members": nested.describe(Values.Labelled(None, Values.Point3(0, 0, "p3", 0.5), None)),
     }
+
+
+def reference_calls(nested: Any, echo: Any) -> dict[str, Any]:
+    """References inside values through ``nested``: ``echo`` (a reference of the caller's) sent in
+    a value, and a value holding the server's own reference called back."""
+    got = nested.give_carrier()
+    return {"sent": nested.call_through(Values.Carrier(echo, 3)), "received": [got.n, got.target.echo_label("back")]}
+
+
+REFERENCE_EXPECTED = {"sent": "through 3", "received": [5, "back"]}
+"""What :func:`reference_calls` returns against a correct peer."""
 
 
 NESTED_EXPECTED = {"chain": 3, "cycle": 2, "labelled": "lábel@at:[1, 2, 3]", "null members": "None@p3:[]"}
