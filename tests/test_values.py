@@ -4,6 +4,7 @@ in, the same classes out, padding scrubbed, hostile encodings refused."""
 from __future__ import annotations
 
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,14 @@ def test_a_value_inside_a_value_is_written_as_omniorb_writes_it(le: bool) -> Non
     assert words[12:] == (nested_end, 4, 0, end)
     (alone,) = codec.unpack(codec.pack((Values.Node(3, None),), 0, le), 0, le)
     assert (alone.id, alone.next) == (3, None)
+
+
+def test_a_chain_too_deep_to_write_is_marshal_saying_so() -> None:
+    chain = None
+    for k in range(sys.getrecursionlimit() * 2):
+        chain = Values.Node(k, chain)
+    with pytest.raises(CORBA.MARSHAL, match="cannot send values nested [0-9]+ deep or more"):
+        BodyCodec((Values._d_Node,)).pack((chain,), 0, True)
 
 
 def test_a_received_chain_and_cycle_decode() -> None:

@@ -47,8 +47,12 @@ def write_values(descs: tuple[Descriptor, ...], values: tuple[Any, ...], align: 
                  leaf: Leaf) -> bytes:
     """The body of ``values`` (of ``descs``) starting at stream position ``align`` (mod 8)."""
     out = _Out(align % 8, little_endian, leaf)
-    for desc, value in zip(descs, values):
-        out.any_type(desc, value)
+    try:
+        for desc, value in zip(descs, values):
+            out.any_type(desc, value)
+    except RecursionError:
+        raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send values nested {out.level} deep or more: "
+                            "deeper than pyorb's value writer can recurse") from None
     return bytes(out.buf)
 
 
