@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from pyorb.server.call.reply import ReplyInbox
 
 log = logging.getLogger(__name__)
+# On the accepting end the peer is the client that opened the connection, and this end its server.
+_CLIENT_CLOSED = "the client that opened it closed it"
+_CLOSED_HERE = "this server closed it"
 
 ListenPointsOffered = Callable[["BidirConnection", "tuple[ListenPoint, ...]"], None]
 """What an accepting server does with the listen points a connection offers."""
@@ -74,6 +77,8 @@ class BidirConnection(ClientConnection, ServerConnection):
         if offer is not None:
             self.offer = offer
             self.core.make_bidirectional()
+        else:
+            self._cause = _CLIENT_CLOSED
 
     def message_received(self, message: Message) -> None:
         kind = type(message)
@@ -123,6 +128,11 @@ class BidirConnection(ClientConnection, ServerConnection):
         GIOPProtocol.resume_writing(self)
         self.load.output_resumed(self)
         self.unpark()
+
+    def close(self) -> None:
+        if self.is_open and self._cause is _CLIENT_CLOSED:
+            self._cause = _CLOSED_HERE
+        super().close()
 
     def closed(self, exc: BaseException | None) -> None:
         ClientConnection.closed(self, exc)  # our calls fail, and no route leads here any more

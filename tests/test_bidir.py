@@ -34,6 +34,7 @@ class Registry(BiDir__POA.Registry):
     def __init__(self, timeout: float = 0.5) -> None:
         self.kept: Any = None
         self.outcomes: list[str] = []
+        self.texts: list[str] = []
         self.timeout = timeout
 
     async def call_back(self, listener: Any, text: str) -> str:
@@ -47,6 +48,7 @@ class Registry(BiDir__POA.Registry):
             return str(await self.kept.notify(text, timeout=self.timeout))
         except CORBA.SystemException as exc:
             self.outcomes.append(type(exc).__name__)
+            self.texts.append(str(exc._info))
             raise
 
 
@@ -163,6 +165,21 @@ async def test_a_client_closing_fails_the_servers_pending_callback(callbacks: py
             await pending
         await until(lambda: servant.outcomes, "failed")
         assert servant.outcomes == ["COMM_FAILURE"]  # sent, then the connection was lost: completed MAYBE
+
+
+@pytest.mark.asyncio
+async def test_the_servers_failed_callback_says_the_client_that_opened_the_connection_closed_it(
+        callbacks: pyorb.Server) -> None:
+    servant = Registry(timeout=30.0)
+    async with pyorb.Server(bidirectional=True) as server:
+        async with pyorb.Client(bidirectional=callbacks) as client:
+            pending = await pending_callback(server, client, callbacks, servant, Listener(delay=30.0))
+        with pytest.raises(CORBA.SystemException):
+            await pending
+        await until(lambda: servant.texts, "failed")
+    [text] = servant.texts
+    assert "(the client that opened it closed it)" in text, text
+    assert "the server closed it" not in text
 
 
 @pytest.mark.asyncio
