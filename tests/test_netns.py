@@ -161,3 +161,18 @@ def test_a_killed_run_leaves_nothing_behind_for_long(network: netns.Network) -> 
     with netns.Network(["x"]):
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert stale not in listed and not (netns.NETNS_DIR / stale).exists()
+
+
+def test_processes_run_in_a_host_get_this_processs_import_path(network: netns.Network) -> None:
+    """``run`` and ``popen`` give their children the import path, as ``start`` does (kit.child_env)."""
+    import subprocess
+
+    from pyorb.testing.kit import child_env
+
+    show = [sys.executable, "-c", "import os; print(os.environ.get('PYTHONPATH'))"]
+    done = network.run("client", show, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    child = network.popen("client", show, stdout=subprocess.PIPE)
+    out, _ = child.communicate(timeout=60)
+    expected = child_env()["PYTHONPATH"]
+    assert (done.stdout.strip(), out.decode().strip()) == (expected, expected)

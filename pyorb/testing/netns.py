@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Sequence
 
-from pyorb.testing.kit import ServerProcess
+from pyorb.testing.kit import ServerProcess, child_env
 
 NETNS_DIR = Path("/etc/netns")
 _NETWORKS = itertools.count()
@@ -170,14 +170,14 @@ class Network:
               stderr: int | None = None) -> subprocess.Popen[bytes]:
         """Any process in ``host`` (killed at the end if still running)."""
         child = subprocess.Popen(self.command(host, argv), start_new_session=True, stdin=subprocess.DEVNULL,
-                                 stdout=stdout, stderr=stderr)
+                                 stdout=stdout, stderr=stderr, env=child_env())
         self.children.append(child)
         return child
 
     def run(self, host: str, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` in ``host`` to completion; its output as text."""
         return subprocess.run(self.command(host, argv), capture_output=True, text=True, timeout=timeout,
-                              check=False, stdin=subprocess.DEVNULL)
+                              check=False, stdin=subprocess.DEVNULL, env=child_env())
 
     def close(self) -> None:
         for process in self.processes:

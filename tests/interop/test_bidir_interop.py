@@ -21,7 +21,6 @@ from typing import Iterator
 import pytest
 
 from pyorb.testing import netns
-from pyorb.testing.kit import child_env
 
 pytestmark = pytest.mark.interop
 
@@ -41,9 +40,8 @@ def call_back(network: netns.Network, server: str, client: str, *options: str) -
     """What the ``client`` peer reports after passing its listener to a ``server`` peer's call_back."""
     started = network.start("server", [sys.executable, PEER[server], "serve", *options], lines=1)
     try:
-        # The import path of this process, as the server (a ServerProcess) gets it: both peers run this pyorb.
-        done = network.run("client", ["env", f"PYTHONPATH={child_env()['PYTHONPATH']}", sys.executable, PEER[client],
-                                      "call", started.ior, "hello", *options], timeout=CALL_TIMEOUT)
+        done = network.run("client", [sys.executable, PEER[client], "call", started.ior, "hello", *options],
+                           timeout=CALL_TIMEOUT)
     finally:
         started.stop()
         network.processes.remove(started)
