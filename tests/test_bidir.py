@@ -183,6 +183,22 @@ async def test_the_servers_failed_callback_says_the_client_that_opened_the_conne
 
 
 @pytest.mark.asyncio
+async def test_the_idle_sweeper_keeps_a_connection_whose_callback_awaits_its_reply(callbacks: pyorb.Server) -> None:
+    """The connection offered for callbacks carries nothing from its client while the callback runs:
+    idle as it looks, its own call awaiting a reply keeps it open."""
+    servant = Registry(timeout=30.0)
+    slow = Listener(delay=2.0)  # many idle timeouts and sweeps long
+    config = pyorb.Config(idle_timeout=0.2)
+    async with pyorb.Server(bidirectional=True, config=config) as server, \
+            pyorb.Client(bidirectional=callbacks) as offering, pyorb.Client() as other:
+        await (await registry(server, offering, servant)).subscribe(listener_ref(callbacks, offering, slow))
+        called = other.resolve(server.ior("Registry"), BiDir.Registry)
+        assert await called.call_kept("late") == "heard late"
+        assert servant.outcomes == []
+        await until(lambda: not server.connections, "closed once idle")  # the sweeper still closes idle ones
+
+
+@pytest.mark.asyncio
 async def test_request_ids_keep_their_parity_in_each_direction(callbacks: pyorb.Server) -> None:
     async with pyorb.Server(bidirectional=True) as server, pyorb.Client(bidirectional=callbacks) as client:
         reg = await registry(server, client)

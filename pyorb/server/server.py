@@ -55,6 +55,12 @@ class ProxyMaker(Protocol):
     async def close(self) -> None: ...
 
 
+def _awaits_replies(conn: ServerConnection) -> bool:
+    """True while calls this end sent on ``conn`` await their replies (a bidirectional
+    connection's callbacks): its client, serving them, may send nothing for a long time."""
+    return bool(getattr(conn, "pending", None))
+
+
 class CallbackRoutes(Protocol):
     """What a server that accepts bidirectional GIOP needs of its client:
     calls to a listen point a connection offered go over that connection
@@ -471,7 +477,8 @@ class Server:
             await asyncio.sleep(min(idle / 4, 10.0))
             now = loop.time()
             for conn in list(self.connections):
-                if conn.in_flight == 0 and not conn.core.in_progress and now - conn.last_activity > idle:
+                if conn.in_flight == 0 and not conn.core.in_progress and not _awaits_replies(conn) \
+                        and now - conn.last_activity > idle:
                     log.info("closing connection from %s: idle for %.0f s", conn.peer, now - conn.last_activity)
                     conn.close_idle()
 
