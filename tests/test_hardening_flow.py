@@ -27,6 +27,7 @@ pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSIENT = b"IDL:omg.org/CORBA/TRANSIENT:1.0"
+FLOOD_S = 300.0
 
 
 def serve(model: str = "reactive", *settings: str, nofile: int | None = None,
@@ -77,7 +78,8 @@ def test_a_flood_on_one_connection_does_not_starve_another(model: str, storm: st
     message = fa.ping() if storm == "ping" else fa.locate_storm()  # LocateRequests for an unknown key
     try:
         result: dict[str, float] = {}
-        flooder = threading.Thread(target=lambda: result.update(fa.flood(server.port, message, 300_000, 60.0)))
+        # Up to FLOOD_S: a loaded machine serves 300,000 pings in a minute or more.
+        flooder = threading.Thread(target=lambda: result.update(fa.flood(server.port, message, 300_000, FLOOD_S)))
         with fa.Watch(server.port, server.pid, period=0.02) as watch:
             flooder.start()
             time.sleep(0.3)
@@ -86,11 +88,13 @@ def test_a_flood_on_one_connection_does_not_starve_another(model: str, storm: st
                 time.sleep(0.02)
             quiet_done_during_flood = flooder.is_alive()
             quiet = sorted(watch.latencies)
-        flooder.join(70)
+        flooder.join(FLOOD_S + 10)
         assert result["answered"] == result["sent"] >= 300_000, result  # the flood itself is served in full
         # The quiet client is served round-robin with the flood, not after it.
         assert quiet_done_during_flood and len(quiet) >= 40, (len(quiet), result)
-        assert quiet[len(quiet) // 2] < 0.05, quiet
+        # Promptly: within 50 ms on an idle machine; on a loaded one (the flood itself slowed down),
+        # within a hundredth of the flood's time, where a starved client would wait for all of it.
+        assert quiet[len(quiet) // 2] < max(0.05, result["seconds"] / 100), (quiet, result)
         assert watch.lost == 0
     finally:
         _stopped_cleanly(server)
