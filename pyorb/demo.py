@@ -86,13 +86,12 @@ async def _middle_and_clients(sink_ior: str, clients: int, seconds: float, delay
         latencies: list[float] = []
         finished: list[float] = []
         errors = 0
-        start = time.monotonic()
-        stop = start + seconds
+        start = stop = 0.0  # set as the clients start
 
         async def client(n: int) -> None:
             nonlocal errors
             token = n << 32
-            while time.monotonic() < stop:
+            while True:  # one call at least: a slow start never leaves a client without any
                 t0 = time.perf_counter()
                 try:
                     got = await proxy.work(token, timeout=10)
@@ -102,9 +101,14 @@ async def _middle_and_clients(sink_ior: str, clients: int, seconds: float, delay
                 latencies.append(time.perf_counter() - t0)
                 finished.append(time.monotonic())
                 token += 1
+                if finished[-1] >= stop:
+                    return
 
         with _progress() as progress:
             bar = progress.add_task("measuring", total=seconds, replies=0)
+            # From here: importing and drawing the progress bar can take a second on a loaded machine.
+            start = time.monotonic()
+            stop = start + seconds
 
             async def tick() -> None:
                 while (now := time.monotonic()) < stop:
