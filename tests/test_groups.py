@@ -28,6 +28,7 @@ from pyorb.client.calls import route_for
 from pyorb.giop.ior import IOR, GroupComponent, build_ior, group_ior
 from pyorb.testing import LoopThread
 from pyorb.testing.kit import ServerProcess
+from pyorb.testing.waiting import wait_until_blocking
 from tests.interop.conftest import failures, run_omni_client
 from tests.interop.servants import TypesCoroutine
 
@@ -138,23 +139,43 @@ def test_least_pending_sends_fewer_calls_to_a_slow_replica(replicas: list[Replic
     assert fast + slow == 400 and fast > 4 * slow, (fast, slow)
 
 
-def _closed_loop(group: IOR, seconds: float, in_flight: int, during: Any,
-                 *options: str) -> tuple[int, dict[str, int]]:
-    """tests/peers/group_client.py (closed-loop calls for ``seconds``) in its own
-    process; ``during()`` runs a third of the way in.  Calls done, and errors
-    by "EXCEPTION COMPLETED_X"."""
+def _closed_loop(group: IOR, seconds: float, in_flight: int, during: Any, replicas: list[Replica],
+                 *options: str, timeout: float = 2.0) -> tuple[int, dict[str, int]]:
+    """tests/peers/group_client.py (closed-loop calls for ``seconds``, each
+    bounded by ``timeout``) in its own process; ``during()`` runs once every
+    replica has served calls (the load is on, however long the client took
+    to start).  Calls done, and errors by "EXCEPTION COMPLETED_X"."""
     import json
     import subprocess
     import threading
 
-    timer = threading.Timer(seconds / 3 + 1.0, during)  # about a second of start-up: imports, IDL
-    timer.start()
+    ended = threading.Event()
+
+    def loaded() -> bool:
+        try:
+            return all(r.served() > 0 for r in replicas)
+        except OSError:  # a metrics endpoint not answering yet
+            return False
+
+    def when_loaded() -> None:
+        try:
+            wait_until_blocking(lambda: ended.is_set() or loaded(), timeout=seconds + 60,
+                                what="every replica serving calls")
+        except TimeoutError:
+            return  # the client never got going: its own result says why
+        if not ended.is_set():
+            during()
+
+    trigger = threading.Thread(target=when_loaded)
+    trigger.start()
     try:
+        # The client's timeout also catches a hang: its run has a fixed length.
         done = subprocess.run([sys.executable, str(CLIENT), group.to_string(), "--seconds", str(seconds + 1.0),
-                               "--in-flight", str(in_flight), "--timeout", "2", *options],
+                               "--in-flight", str(in_flight), "--timeout", str(timeout), *options],
                               capture_output=True, text=True, timeout=seconds + 60)
     finally:
-        timer.cancel()
+        ended.set()
+        trigger.join(70)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     return int(result["calls"]), dict(result["errors"])
@@ -164,10 +185,10 @@ def _closed_loop(group: IOR, seconds: float, in_flight: int, during: Any,
 def test_kill_9_of_a_replica(replicas: list[Replica], idempotent: bool) -> None:
     group = start(replicas, 0.01, 0.01, 0.01)
     victim = replicas[1]
-    started = time.monotonic()
-    done, errors = _closed_loop(group, 1.5, 30, lambda: os.kill(victim.process.pid, signal.SIGKILL),
-                                *(["--idempotent"] if idempotent else []))
-    assert time.monotonic() - started < 30  # nothing hung
+    # A generous call timeout: on a loaded machine a live replica may take seconds to answer, and only
+    # the killed one's calls may fail.  Nothing hangs: the client process has a fixed run and a timeout.
+    done, errors = _closed_loop(group, 1.5, 30, lambda: os.kill(victim.process.pid, signal.SIGKILL), replicas,
+                                *(["--idempotent"] if idempotent else []), timeout=30.0)
     # Only calls the killed replica had accepted may fail, and only as "may have run".
     assert set(errors) <= {"COMM_FAILURE COMPLETED_MAYBE"} and sum(errors.values()) <= 30, errors
     if idempotent:
@@ -184,7 +205,7 @@ def test_a_stopped_replica_costs_timeouts_then_is_avoided(replicas: list[Replica
         os.kill(frozen.process.pid, signal.SIGSTOP)
 
     try:
-        done, errors = _closed_loop(group, 6.0, 10, freeze)
+        done, errors = _closed_loop(group, 6.0, 10, freeze, replicas)
     finally:
         os.kill(frozen.process.pid, signal.SIGCONT)
     assert set(errors) == {"TIMEOUT COMPLETED_MAYBE"}, errors
@@ -197,7 +218,8 @@ def test_a_stopped_replica_costs_timeouts_then_is_avoided(replicas: list[Replica
 def test_a_replica_leaves_gracefully_and_no_caller_sees_an_error(replicas: list[Replica]) -> None:
     group = start(replicas, 0.02, 0.02)
     leaving = replicas[0]
-    done, errors = _closed_loop(group, 2.0, 20, lambda: os.kill(leaving.process.pid, signal.SIGTERM))
+    done, errors = _closed_loop(group, 2.0, 20, lambda: os.kill(leaving.process.pid, signal.SIGTERM), replicas,
+                                timeout=30.0)
     assert errors == {} and done > 200
     assert leaving.process.stop() == 0  # it drained and exited by itself
 
