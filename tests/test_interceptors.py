@@ -21,6 +21,7 @@ import pyorb
 from pyorb.idl import bench_idl
 from pyorb.interceptors import ClientRequestInfo, ServerRequestInfo
 from pyorb.testing.certs import TestPKI, make_pki
+from pyorb.testing.waiting import wait_until
 from tests.interop.conftest import OmniServer, failures, run_omni_client
 from tests.interop.servants import TypesCoroutine
 
@@ -175,28 +176,35 @@ async def test_a_failing_interceptor_gives_unknown_and_the_server_goes_on(caplog
 async def test_deadlines_and_cancellation_reach_send_reply() -> None:
     recording = Recording()
 
-    class Slow(Bench__POA.Echo):  # type: ignore[misc]
+    class Held(Bench__POA.Echo):  # type: ignore[misc]
+        """ping(0) answers at once; any other ping is held until its deadline passes or it is cancelled."""
+
+        def __init__(self) -> None:
+            self.held = 0
+            self.never = asyncio.Event()
+
         async def ping(self, stamp: int) -> int:
-            await asyncio.sleep(stamp / 1000)
+            if stamp:
+                self.held += 1
+                await self.never.wait()
             return stamp
 
         def notify(self, stamp: int) -> None:
             pass
 
+    servant = Held()
     async with pyorb.Server(interceptors=[recording]) as server:
-        key = server.activate(Slow(), "Slow", deadline=0.05)
+        # A deadline a loaded machine meets for ping(0) and that a held ping always passes.
+        key = server.activate(servant, "Held", deadline=2.0)
         async with pyorb.Client() as client:
             echo = client.resolve(server.ior(key), Bench.Echo)
             with pytest.raises(CORBA.TIMEOUT):
-                await echo.ping(500)
-            call = asyncio.ensure_future(echo.ping(30))
-            await asyncio.sleep(0.01)
+                await echo.ping(1)
+            call = asyncio.ensure_future(echo.ping(2))
+            await wait_until(lambda: servant.held == 2, 30, what="the second ping held in the servant")
             call.cancel()
-            assert await echo.ping(1) == 1
-            for _ in range(100):
-                if len(recording.outcomes) == 3:
-                    break
-                await asyncio.sleep(0.01)
+            assert await echo.ping(0) == 0
+            await wait_until(lambda: len(recording.outcomes) == 3, 30, what="three outcomes recorded")
         assert sorted(recording.outcomes) == [("ping", "CancelledError"), ("ping", "TIMEOUT"), ("ping", "ok")]
 
 
