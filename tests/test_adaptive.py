@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 import threading
 import time
 from typing import Any, Iterator
@@ -40,13 +41,16 @@ class Phased(Bench__POA.Sink):  # type: ignore[misc,valid-type]
         self.seen: list[int] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.slept: list[float] = []  # how long each sleep took: longer than asked on a loaded machine
 
     def work(self, token: int) -> int:
         with self.lock:
             self.seen.append(token)
         assert self.gate.wait(10)
         if self.sleep:
+            t0 = time.perf_counter()
             time.sleep(self.sleep)
+            self.slept.append(time.perf_counter() - t0)
         return token
 
 
@@ -188,12 +192,14 @@ async def test_a_blocking_operation_moves_to_a_pool_and_throughput_rises(
     assert sizes == sorted(sizes)  # only ever up: the first windows may not have seen every client yet
     assert moves[-1].glance <= 5 * GLANCES  # within five windows of its first calls
     moved = moves[-1].at - start
-    # Inline, 8 clients share one loop blocked 10 ms a call: about 100 calls/s; on the pool, about 8 times that.
-    assert load.rate(start + moved + 0.2, start + 1.5) > 3 * 100
+    # Inline, 8 clients share one loop blocked 10 ms a call (longer on a loaded machine, which wakes
+    # sleepers late): at most one call per sleep; on the pool, about 8 times that.
+    inline_rate = 1 / statistics.mean(servant.slept)
+    assert load.rate(start + moved + 0.2, start + 1.5) > 3 * inline_rate, inline_rate
     assert any("moves from reactive to thread_pool" in r.getMessage() and "blocks its thread" in r.getMessage()
                for r in caplog.records if r.levelno == logging.INFO)
     seen = served.strategy.last[OP]
-    assert seen.delay == pytest.approx(0.01, rel=0.5) and seen.cpu < 0.005
+    assert 0.005 <= seen.delay <= max(servant.slept) and seen.cpu < 0.005, (seen, max(servant.slept))
     (gauges,) = served.server.stats().strategies
     used = {int(m.new[len("thread_pool("):-1]) for m in moves}
     assert gauges.name == served.strategy.name and gauges.threads == sum(used)  # a pool it left keeps its threads
@@ -468,7 +474,9 @@ async def test_a_pinned_strategy_times_its_calls_but_never_moves(serve: Any, cli
     load = Load(proxies(clients, served.activate(servant), 4))
     await load.run(0.6)
     assert served.strategy.targets == {OP: "thread_pool(4)"} and served.strategy.moves == 0
-    assert served.strategy.last[OP].delay == pytest.approx(0.002, rel=0.5)
+    # The blocking it measured: at least most of the 2 ms asked for, at most the longest sleep the
+    # servant itself saw (a loaded machine wakes sleepers late: the model must see that too).
+    assert 0.001 <= served.strategy.last[OP].delay <= max(servant.slept), (served.strategy.last[OP], servant.slept)
     answered_once(load, servant, served)
 
 
