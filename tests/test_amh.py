@@ -12,6 +12,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.testing.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
@@ -137,11 +138,7 @@ async def test_system_exception_through_raise_exception(setup: tuple[Quoter, Any
 async def test_await_handler_resolves_once_sent(setup: tuple[Quoter, Any]) -> None:
     servant, quoter = setup
     assert await quoter.get_quote("await") == 5
-    for _ in range(100):
-        if servant.held == ["sent"]:
-            break
-        await asyncio.sleep(0.001)
-    assert servant.held == ["sent"]
+    await wait_until(lambda: servant.held == ["sent"], 10, what="the handler resolved")
 
 
 @pytest.mark.asyncio

@@ -18,6 +18,7 @@ import pyorb
 from pyorb.idl import bench_idl
 from pyorb.interceptors.auth import ANONYMOUS, ANYONE, Authorizer, BearerToken, Rule, caller
 from pyorb.testing.certs import TestPKI, make_pki
+from pyorb.testing.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
@@ -91,7 +92,7 @@ async def test_operations_without_a_rule_and_the_default() -> None:
             lenient_echo = client.resolve(lenient.ior("Echo"), Bench.Echo)
             assert await lenient_echo.ping(3) == 3  # no rule: admitted by default
             await lenient_echo.notify(1)  # a oneway refusal is counted, never answered
-            await asyncio.sleep(0.1)
+            await wait_until(lambda: _rejected(lenient) == 1, 30, what="the oneway's refusal counted")
         assert _rejected(lenient) == 1 and _rejected(strict) == 0
 
 

@@ -21,6 +21,7 @@ from pyorb.giop import codec, fast12
 from pyorb.giop.ior import IOR, build_ior
 from pyorb.giop.messages import CancelRequest
 from pyorb.testing.memory import memory_pair, transport_pair
+from pyorb.testing.waiting import wait_until
 
 IDL = pyorb.load_idl("idl/stock.idl")
 Stock, Stock__POA = IDL.Stock, IDL.Stock__POA
@@ -44,11 +45,8 @@ class SlowQuoter(Stock__POA.Quoter):
 
 
 async def _servant_cancelled(servant: SlowQuoter) -> None:
-    """Wait (at most 2 s) for the server to cancel one running servant coroutine."""
-    for _ in range(200):
-        if servant.cancelled:
-            break
-        await asyncio.sleep(0.01)
+    """Wait (at most 10 s: a loaded machine is slow) for the server to cancel one running servant coroutine."""
+    await wait_until(lambda: servant.cancelled, 10, what="the servant cancelled")
     assert servant.cancelled == 1
 
 
@@ -192,12 +190,10 @@ async def test_a_cancel_arriving_with_its_request_ends_the_call(served: Any, req
         _, writer = await asyncio.open_connection(host, port)
     try:
         writer.write(data)
-        for _ in range(200):  # until the request was taken and ended (or 2 s)
-            (loop_stats,) = server.stats().strategies
-            if loop_stats.served + loop_stats.in_flight:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        def taken_and_dropped() -> bool:
+            (stats,) = server.stats().strategies
+            return stats.served + stats.in_flight > 0 and stats.in_flight == 0
+        await wait_until(taken_and_dropped, 10, what="the request taken and ended")
         (loop_stats,) = server.stats().strategies
         assert (loop_stats.served, loop_stats.in_flight, loop_stats.dropped) == (1, 0, 1)
         (conn,) = server.connections

@@ -19,6 +19,7 @@ from pyorb.idl import bench_idl
 from pyorb.giop import NEED_DATA, GIOPConnection, LocateReply, LocateRequest, LocateStatus, Role
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.ior import IOR
+from pyorb.testing.waiting import wait_until
 from tests.test_strategies import ALL_SPECS
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
@@ -410,10 +411,7 @@ async def test_postinvoke_may_be_async_and_its_failure_is_only_logged(servers: A
     server.set_locator("acct/", AsyncPost(range(1, 3)), Bench__POA.Sink)
     (client,) = clients(1)
     assert await client.resolve(server.ior("acct/1"), Bench.Sink).work(1) == 1002
-    for _ in range(100):
-        if done:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: done, 10, what="postinvoke ran")
     assert done == [b"1"]
     await server.adapter.wait_managers(5)
     assert "postinvoke under 'acct/' failed" in caplog.text
