@@ -25,6 +25,8 @@ from pyorb.giop.ior import IOR
 from pyorb.testing.certs import TestPKI, make_pki
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_2, NEED_DATA, Reply, ReplyStatus, Request, ServiceContext
 
+pytestmark = pytest.mark.integration  # opens sockets or starts processes
+
 ROOT = Path(__file__).resolve().parents[1]
 IDL = pyorb.load_idl(ROOT / "idl" / "bidir.idl")
 BiDir, BiDir__POA = IDL.BiDir, IDL.BiDir__POA
