@@ -217,12 +217,7 @@ class Client:
                 deadlines = self._deadlines = Deadlines.of(loop)
                 self._deadlines_loop = loop
             inv.expire_in(timeout, loop, deadlines)
-        if route is not None and route.group is None:  # _send's common case, inline: an open connection
-            conn = self._conns.get(route.endpoint)
-            if conn is not None and conn.is_open:
-                conn.start(inv, route)
-                return inv
-        self._send(inv, route or self.route(target))
+        self._send(inv, route if route is not None else self.route(target))
         return inv
 
     def _send(self, inv: Invocation, route: Route | None) -> None:

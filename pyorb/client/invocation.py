@@ -119,10 +119,7 @@ class Invocation(asyncio.Future[Any]):
             except CORBA.SystemException:
                 pass
             else:
-                deadlines = self.deadlines
-                if deadlines is not None:  # release()'s one job here
-                    self.deadlines = None
-                    deadlines.remove(self, self.deadline)
+                self.release()
                 self.set_result(value)
                 return
         if self.intercepted is not None:

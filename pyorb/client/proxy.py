@@ -45,14 +45,14 @@ class ObjectRef(Reference):
         """Operations the caller declared safe to re-send to another group member after a lost connection."""
 
     def _invoke(self, op: Operation, args: tuple[Any, ...], timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
+        """Every call of this reference starts here: its route is found once, on its first call."""
+        client = self._client
         if timeout is _DEFAULT:
-            timeout = self._client.config.call_timeout
+            timeout = client.config.call_timeout
         route = self._route
         if route is None:
-            route = self._route = self._client.route(self._ior)
-        if self._idempotent:
-            return self._client.invoke(self._ior, op, args, timeout, route, op.name in self._idempotent)
-        return self._client.invoke(self._ior, op, args, timeout, route)
+            route = self._route = client.route(self._ior)
+        return client.invoke(self._ior, op, args, timeout, route, op.name in self._idempotent)
 
     def _is_a(self, repo_id: str, *, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         """Ask the server whether the object implements ``repo_id``."""
@@ -165,10 +165,6 @@ def _make_methods(op: Operation, attr: str) -> dict[str, Any]:
     def call(self: ObjectRef, *args: Any, timeout: Any = _DEFAULT) -> asyncio.Future[Any]:
         if len(args) != nargs:
             raise op.arity_error(len(args))
-        route = self._route
-        if route is not None and timeout is _DEFAULT and not self._idempotent:  # _invoke's common case, inline
-            client = self._client
-            return client.invoke(self._ior, op, args, client.config.call_timeout, route)
         return self._invoke(op, args, timeout)
 
     def sendc(self: ObjectRef, handler: Any, *args: Any, timeout: Any = _DEFAULT) -> None:
