@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple
 import omniORB
 from omniORB import CORBA
 
-from pyorb import marshal
+from pyorb import _accelerator, marshal
 from pyorb.client import errors
 from pyorb.marshal import layout
 from pyorb.config import Config
@@ -451,3 +451,11 @@ def _profile_routes(profile: IIOPProfile, highest: Version, tls: bool) -> tuple[
     routes = [Route(endpoint, profile.object_key, version, code_sets=code_sets, orb_type=orb_type)
               for endpoint in endpoints]
     return tuple(dict.fromkeys(routes))
+
+
+# The Python original of the class with a compiled twin (tests/test_client_twins.py compares them).
+_PythonRequestWriter = RequestWriter
+_PYTHON_TWINS: dict[str, type] = {"RequestWriter": _PythonRequestWriter}
+# With the compiled accelerator, the twin takes its place: once per call a client writes a request.
+if _accelerator.status().compiled:
+    from pyorb.client._cwriter import RequestWriter  # noqa: E402
