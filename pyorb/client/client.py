@@ -196,7 +196,7 @@ class Client:
         once with TIMEOUT, completed NO, unsent.
         """
         loop = asyncio.get_running_loop()
-        inv = Invocation(op, args, loop, self, target)
+        inv = Invocation(op, args, None, self, target)
         if SERVING.get(None) is not None and self.config.propagate_deadlines:
             timeout = inherited_timeout(timeout)
             if timeout is not None and timeout <= 0:

@@ -63,11 +63,16 @@ class Invocation(asyncio.Future[Any]):
         self,
         op: Operation,
         args: tuple[Any, ...],
-        loop: asyncio.AbstractEventLoop,
+        loop: asyncio.AbstractEventLoop | None,
         caller: Caller,
         target: IOR,
     ) -> None:
-        _future_init(self, loop=loop)
+        # ``loop`` None: the running one, which the caller made sure of.  Future's own lookup of
+        # it costs less than passing it by keyword (a dict per call).
+        if loop is None:
+            _future_init(self)
+        else:
+            _future_init(self, loop=loop)
         self.op = op
         self.args = args
         self.conn: ClientConnection | None = None
