@@ -30,7 +30,7 @@ from pyorb.giop.ior import ORB_TYPE_OMNIORB, CodeSetComponent, CodeSetsInfo
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_1
 from pyorb.marshal import Operation
 
-MANY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 STRING = (tcInternal.tv_string, 0)
 WSTRING = (tcInternal.tv_wstring, 0)

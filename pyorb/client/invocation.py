@@ -124,7 +124,8 @@ class Invocation(asyncio.Future[Any]):
             except CORBA.SystemException:
                 pass
             else:
-                self.release()
+                if self.deadlines is not None:  # else nothing to release: the connection has dropped the call
+                    self.release()
                 self.set_result(value)
                 return
         if self.intercepted is not None:
