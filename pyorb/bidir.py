@@ -8,8 +8,9 @@ context naming the addresses of its own objects (its listen points, see
 calls to objects at those addresses over that connection.
 
 :class:`BidirConnection` is both a client and a server connection: replies
-to its own calls find them by request id, requests from its peer go to an
-object adapter and are answered on the same connection.  It lives here,
+to its own calls find them by request id, requests from its peer go to its
+request handler (:class:`BidirRequests`, which takes the peer's offer) and
+are answered on the same connection.  It lives here,
 above both packages, since they never import each other: the client makes
 one through its callback server (``Client(bidirectional=server)``), the
 server for each accepted connection when it accepts offers
@@ -24,13 +25,15 @@ from typing import TYPE_CHECKING, Callable
 from pyorb.aio.protocol import GIOPProtocol
 from pyorb.client.connection import ClientConnection
 from pyorb.giop.bidir import FIRST_ID_ACCEPTOR, FIRST_ID_INITIATOR, ListenPoint, listen_points
+from pyorb.giop.connection import Role
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import GIOP_1_2, CloseConnection, LocateReply, Message, MessageError, Reply, Request, \
     ServiceContext
-from pyorb.server.connection import ObjrefConverter, ServerConnection
+from pyorb.server.connection import ServerConnection
+from pyorb.server.requests import ObjrefConverter, RequestHandler
 
 if TYPE_CHECKING:
-    from pyorb.client.calls import Endpoint
+    from pyorb.client.calls import Endpoint, RequestWriter
     from pyorb.config import Config
     from pyorb.giop.ior import IOR
     from pyorb.server.adapter import ObjectAdapter
@@ -46,52 +49,47 @@ ListenPointsOffered = Callable[["BidirConnection", "tuple[ListenPoint, ...]"], N
 """What an accepting server does with the listen points a connection offers."""
 
 
-class BidirConnection(ClientConnection, ServerConnection):
-    """A connection on which both ends may send requests.
+class BidirRequests(RequestHandler):
+    """The server half of a :class:`BidirConnection`: its transport's handler.
 
-    The end that opened it (``offer`` given: the BI_DIR_IIOP context sent
-    with its first request) numbers its requests with even ids and serves
-    the requests its peer sends from the start.  The end that accepted it
-    (``accept`` given) numbers its requests with odd ids and sends none
-    until its peer offers the connection: a GIOP 1.2 request with a
-    well-formed BI_DIR_IIOP context, over plain TCP or over TLS from a peer
-    whose certificate was verified.  ``accept`` then gets the listen
-    points.  A malformed context is ignored, logged, and the request runs.
-    """
+    Replies to the connection's own calls (and the peer's CloseConnection or
+    MessageError) go to the client half; requests are served, after their
+    BI_DIR_IIOP context is read on the accepting end."""
 
-    def __init__(
-        self, config: Config, adapter: ObjectAdapter, objref_converter: ObjrefConverter,
-        on_closed: Callable[[ServerConnection], None], load: ServerLoad, inbox: ReplyInbox, *,
-        forget: Callable[[ClientConnection], None], endpoint: Endpoint | None = None,
-        offer: ServiceContext | None = None, accept: ListenPointsOffered | None = None,
-        reference: Callable[[bytes], IOR] | None = None,
-    ) -> None:
-        if (offer is None) == (accept is None):
-            raise ValueError("a bidirectional connection either offers itself (offer) or accepts offers (accept)")
-        ServerConnection.__init__(self, config, adapter, objref_converter, on_closed, load, inbox,
-                                  reference=reference)
-        self.init_calls(forget, endpoint, FIRST_ID_INITIATOR if offer is not None else FIRST_ID_ACCEPTOR, 2)
+    __slots__ = ("client", "_accept", "listen_points")
+
+    # Output the peer does not read never holds our reading: the replies to
+    # our own calls come in on it, and holding them could deadlock both ends.
+    pauses_reading = False
+
+    def __init__(self, client: BidirConnection, accept: ListenPointsOffered | None, config: Config,
+                 adapter: ObjectAdapter, objref_converter: ObjrefConverter,
+                 on_closed: Callable[[ServerConnection], None], load: ServerLoad, inbox: ReplyInbox,
+                 reference: Callable[[bytes], IOR] | None) -> None:
+        super().__init__(config, adapter, objref_converter, on_closed, load, inbox, reference=reference, wire=client)
+        self.client = client
+        """The connection, as the client half sees it (its transport too)."""
         self._accept = accept
         self.listen_points: tuple[ListenPoint, ...] = ()
         """What the peer offered (accepting end): the addresses whose calls may come this way."""
-        if offer is not None:
-            self.offer = offer
-            self.core.make_bidirectional()
-        else:
-            self._cause = _CLIENT_CLOSED
+
+    @property
+    def writer(self) -> RequestWriter:
+        """The client half's request writer (its ids: odd on the accepting end)."""
+        return self.client.writer
 
     def message_received(self, message: Message) -> None:
         kind = type(message)
         if kind is Request:
             if self._accept is not None and message.service_contexts:  # type: ignore[union-attr]
                 self._offered(message)  # type: ignore[arg-type]
-            ServerConnection.message_received(self, message)
+            RequestHandler.message_received(self, message)
         elif kind is Reply or kind is LocateReply or kind is CloseConnection or kind is MessageError:
             # CloseConnection: the peer runs none of our pending calls (they may be retried), and
             # answers no more; our own incoming calls still running are dropped as the connection closes.
-            ClientConnection.message_received(self, message)
+            self.client.message_received(message)
         else:  # LocateRequest, CancelRequest
-            ServerConnection.message_received(self, message)
+            RequestHandler.message_received(self, message)
 
     def _offered(self, req: Request) -> None:
         """Take the listen points of ``req``'s BI_DIR_IIOP context, if it may offer any."""
@@ -116,27 +114,54 @@ class BidirConnection(ClientConnection, ServerConnection):
         self.core.make_bidirectional()
         self.listen_points = points
         assert self._accept is not None
-        self._accept(self, points)
+        self._accept(self.client, points)
 
-    # Unlike a plain server connection, output the peer does not read never holds our reading:
-    # the replies to our own calls come in on it, and holding them could deadlock both ends.
-    def pause_writing(self) -> None:
-        GIOPProtocol.pause_writing(self)
-        self.load.output_paused(self)
+    def closed(self, exc: BaseException | None) -> None:
+        self.client.closed(exc)  # our calls fail, and no route leads here any more
+        super().closed(exc)  # the peer's queued calls never run
 
-    def resume_writing(self) -> None:
-        GIOPProtocol.resume_writing(self)
-        self.load.output_resumed(self)
-        self.unpark()
+
+class BidirConnection(ClientConnection):
+    """A connection on which both ends may send requests.
+
+    The end that opened it (``offer`` given: the BI_DIR_IIOP context sent
+    with its first request) numbers its requests with even ids and serves
+    the requests its peer sends from the start.  The end that accepted it
+    (``accept`` given) numbers its requests with odd ids and sends none
+    until its peer offers the connection: a GIOP 1.2 request with a
+    well-formed BI_DIR_IIOP context, over plain TCP or over TLS from a peer
+    whose certificate was verified.  ``accept`` then gets the listen
+    points.  A malformed context is ignored, logged, and the request runs.
+
+    It is the transport of both halves: its :attr:`handler` is the server
+    half (:class:`BidirRequests`), which hands it the replies to its calls.
+    """
+
+    def __init__(
+        self, config: Config, adapter: ObjectAdapter, objref_converter: ObjrefConverter,
+        on_closed: Callable[[ServerConnection], None], load: ServerLoad, inbox: ReplyInbox, *,
+        forget: Callable[[ClientConnection], None], endpoint: Endpoint | None = None,
+        offer: ServiceContext | None = None, accept: ListenPointsOffered | None = None,
+        reference: Callable[[bytes], IOR] | None = None,
+    ) -> None:
+        if (offer is None) == (accept is None):
+            raise ValueError("a bidirectional connection either offers itself (offer) or accepts offers (accept)")
+        # Not ClientConnection.__init__: both ends of a bidirectional connection serve requests.
+        GIOPProtocol.__init__(self, Role.SERVER, config)
+        self.init_calls(forget, endpoint, FIRST_ID_INITIATOR if offer is not None else FIRST_ID_ACCEPTOR, 2)
+        self.requests = BidirRequests(self, accept, config, adapter, objref_converter, on_closed, load, inbox,
+                                      reference)
+        """The server half: this transport's handler."""
+        if offer is not None:
+            self.offer = offer
+            self.core.make_bidirectional()
+        else:
+            self._cause = _CLIENT_CLOSED
 
     def close(self) -> None:
         if self.is_open and self._cause is _CLIENT_CLOSED:
             self._cause = _CLOSED_HERE
         super().close()
 
-    def closed(self, exc: BaseException | None) -> None:
-        ClientConnection.closed(self, exc)  # our calls fail, and no route leads here any more
-        ServerConnection.closed(self, exc)  # the peer's queued calls never run
 
-
-__all__ = ["BidirConnection", "ListenPointsOffered"]
+__all__ = ["BidirConnection", "BidirRequests", "ListenPointsOffered"]

@@ -23,7 +23,7 @@ import pytest
 
 import pyorb
 from pyorb import _accelerator
-from pyorb.aio import protocol
+from pyorb.aio import direct
 from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal import layout
 
@@ -40,7 +40,7 @@ def _check_chosen(module: Any, name: str, original: object) -> None:
         assert function is original, name
 
 
-@pytest.mark.parametrize("module", [layout, protocol], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [layout, direct], ids=lambda m: m.__name__)
 def test_each_module_runs_the_chosen_implementation(module: Any) -> None:
     assert module._PYTHON_TWINS
     for name, original in module._PYTHON_TWINS.items():

@@ -25,8 +25,9 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
-from pyorb.idl import bench_idl
+from pyorb.aio.direct import DirectWriter
 from pyorb.aio.protocol import GIOPProtocol
+from pyorb.idl import bench_idl
 from pyorb.testing.waiting import wait_until
 from tests.test_inline_path import CALLS, Interop, Types, outcome
 
@@ -53,19 +54,19 @@ class SlowSink(Bench__POA.Sink):  # type: ignore[misc,name-defined]
 def writes(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """What the connections' write paths did, counted around the real methods."""
     seen: Counter[str] = Counter()
-    write, rest = GIOPProtocol.write_from_thread, GIOPProtocol._write_rest
+    write, rest = GIOPProtocol.write_from_thread, DirectWriter.write_rest
 
     def counted_write(self: GIOPProtocol, data: bytes) -> bool:
         done = write(self, data)
         seen["by thread" if done else "to the loop"] += 1
         return done
 
-    def counted_rest(self: GIOPProtocol) -> None:
+    def counted_rest(self: DirectWriter) -> None:
         seen["rest"] += 1
         rest(self)
 
     monkeypatch.setattr(GIOPProtocol, "write_from_thread", counted_write)
-    monkeypatch.setattr(GIOPProtocol, "_write_rest", counted_rest)
+    monkeypatch.setattr(DirectWriter, "write_rest", counted_rest)
     return seen
 
 
@@ -95,7 +96,7 @@ async def test_every_outcome_is_the_same_written_by_the_thread_or_the_loop(
             expected = outcome(results[0])
             assert [outcome(r) for r in results] == [expected] * 20, name
         (conn,) = server.connections
-        assert (conn._wsock is not None) is direct
+        assert (conn.wire.direct_writer is not None) is direct
     if direct:  # the first reply of the connection asks the loop to open the way; most go straight out after
         assert writes["by thread"] > writes["to the loop"] > 0
     else:
@@ -134,7 +135,7 @@ async def test_clients_that_vanish_mid_call_cost_no_descriptor_and_the_server_se
         proxies = [c.resolve(server.ior(key), Bench.Sink) for c in clients]
         assert await asyncio.gather(*(p.work(i) for i, p in enumerate(proxies))) == list(range(6))
         for _ in range(50):  # a connection's first thread reply asks for the duplicate; one at a time, each gets it
-            if all(c._wsock is not None for c in server.connections):
+            if all(c.wire.direct_writer is not None for c in server.connections):
                 break
             for p in proxies:
                 await p.work(0)
@@ -205,7 +206,7 @@ async def test_a_drain_that_only_settles_calls_stops_no_thread_from_writing(writ
             proxy = client.resolve(server.ior(key), Bench.Sink)
             for _ in range(50):  # the connection's first thread reply asks the loop to open the way
                 assert await proxy.work(0) == 0
-                if server.connections and next(iter(server.connections))._wsock is not None:
+                if server.connections and next(iter(server.connections)).wire.direct_writer is not None:
                     break
             sink.gate.clear()
             sink.inside = 0
@@ -225,9 +226,9 @@ def test_direct_replies_must_be_a_bool() -> None:
 
 def _send_nows() -> list[Callable[..., int]]:
     """The Python original of a thread's send and, with the accelerator, its compiled twin."""
-    from pyorb.aio import protocol
+    from pyorb.aio import direct
 
-    twins = [protocol._PYTHON_TWINS["_send_now"]]
+    twins = [direct._PYTHON_TWINS["_send_now"]]
     if pyorb.accelerated():
         from pyorb.aio import _csend
 

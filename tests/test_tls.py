@@ -125,8 +125,8 @@ async def test_dispatcher_threads_write_plain_replies_themselves_and_never_tls_o
                 assert await asyncio.gather(*(echo.ping(i) for i in range(200))) == list(range(200))
             by_tls = {c.transport.get_extra_info("ssl_object") is not None: c
                       for c in server.connections if c.transport is not None}
-            assert by_tls[True]._wsock is None and by_tls[True]._direct is False
-            assert by_tls[False]._wsock is not None
+            assert by_tls[True].wire.direct_writer is None and by_tls[True].wire._direct is False
+            assert by_tls[False].wire.direct_writer is not None
 
 
 @pytest.mark.asyncio

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""A dispatcher thread's write in C: the compiled twin of ``pyorb.aio.protocol._send_now``.
+"""A dispatcher thread's write in C: the compiled twin of ``pyorb.aio.direct._send_now``.
 
 The Python original calls ``socket.send``, which lets go of the interpreter
 lock for the system call, as every socket call in CPython does.  A

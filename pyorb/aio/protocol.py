@@ -1,7 +1,9 @@
 """The asyncio transport shared by server and client connections.
 
 It moves bytes between an asyncio transport and the sans-IO core and nothing
-more: parsing is the core's job, meaning is the subclass's.  Writes made
+more: parsing is the core's job, meaning is its :class:`Handler`'s (a
+server's request handler, or the connection itself where a subclass
+implements the hooks, as the client's does).  Writes made
 while handling one batch of received data, or within one loop iteration,
 are joined into a single ``write`` so that pipelined calls cost one system
 call per batch instead of one per message.
@@ -14,23 +16,19 @@ read pauses its reading and, after ``write_timeout``, aborts it; every
 fragment train is timed from its first fragment.
 
 A dispatcher thread may write its reply to the socket itself
-(:meth:`GIOPProtocol.write_from_thread`), as omniORB's and TAO's pooled
-threads do, instead of handing it to the loop to write: the reply goes out
-without waiting for the loop, which learns of it afterwards only to settle
-the request.  The rules that make this safe are in that method; the loop's
-own writes take the same lock once the first thread has written.
+(:meth:`GIOPProtocol.write_from_thread`) through the connection's
+:class:`~pyorb.aio.direct.DirectWriter`, whose module gives the rules that
+make this safe; the loop's own writes take its lock once it exists.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import threading
-from typing import Any, Callable, cast
+from typing import Any, Protocol, cast
 
-from pyorb import _accelerator
+from pyorb.aio.direct import DirectWriter, open_direct
 from pyorb.aio.flow import ReadGate
 from pyorb.config import Config
 from pyorb.giop.connection import GIOPConnection, Role
@@ -38,21 +36,6 @@ from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import CLOSED, NEED_DATA, Message
 
 log = logging.getLogger(__name__)
-
-_NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # a reset peer is an error, never SIGPIPE to the process
-_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
-
-
-def _send_now(sock: socket.socket, data: bytes | bytearray | memoryview) -> int:
-    """Bytes of ``data`` the socket took now (0 or more), or -1 if it took none: full, reset or closed.
-
-    Never waits, whatever the socket's mode.  The compiled twin
-    (``pyorb.aio._csend``) does the same without letting go of the
-    interpreter lock, which a send that cannot block does not need."""
-    try:
-        return sock.send(data, _NOSIGNAL | _DONTWAIT)
-    except OSError:
-        return -1
 
 
 BATCH = 64
@@ -63,10 +46,37 @@ LINGER = 2.0
 """Seconds an orderly close waits for the peer to close its side before closing anyway."""
 
 
-class GIOPProtocol(asyncio.Protocol):
-    """Feeds an asyncio transport into a :class:`GIOPConnection`.
+class Handler(Protocol):
+    """What a :class:`GIOPProtocol` tells the one that gives its messages meaning (loop thread)."""
 
-    Subclasses implement :meth:`message_received` and :meth:`closed`.
+    def message_received(self, message: Message) -> None:
+        """A complete message arrived."""
+
+    def connected(self) -> None:
+        """The transport is made (:attr:`GIOPProtocol.transport` is set)."""
+
+    def closed(self, exc: BaseException | None) -> None:
+        """The connection is gone (peer EOF, error or local close)."""
+
+    def writing_paused(self) -> None:
+        """The peer does not read: output beyond ``write_buffer_limit`` waits (:attr:`GIOPProtocol.write_paused`)."""
+
+    def writing_resumed(self) -> None:
+        """The peer reads again; what waited is written."""
+
+    def output_held(self) -> None:
+        """More output was queued while :attr:`GIOPProtocol.write_paused`."""
+
+    def reassembly_changed(self, delta: int) -> None:
+        """Bytes held in unfinished fragment trains changed by ``delta`` (see :attr:`GIOPProtocol.reassembly_bytes`)."""
+
+
+class GIOPProtocol(asyncio.Protocol):
+    """Feeds an asyncio transport into a :class:`GIOPConnection`, and its messages to a :class:`Handler`.
+
+    The handler is given (a server's request handler), or the connection
+    itself: then a subclass implements the hooks below
+    (:meth:`message_received` and :meth:`closed` at least).
     """
 
     # Thousands of connections may be open at once: no per-instance dict, and
@@ -75,9 +85,10 @@ class GIOPProtocol(asyncio.Protocol):
     __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_out_bytes",
                  "_flush_pending", "_read_timer", "_train_timer", "_write_timer", "_backlog", "write_paused",
                  "reassembly_bytes", "_closing", "is_open", "_lost", "_closed", "last_activity", "reading",
-                 "_wlock", "_wsock", "_rest", "_direct")
+                 "direct_writer", "_direct", "handler")
 
-    def __init__(self, role: Role, config: Config) -> None:
+    def __init__(self, role: Role, config: Config, handler: Handler | None = None) -> None:
+        self.handler: Handler = self if handler is None else handler
         self.config = config
         self.value_bounds = config.value_bounds()  # checked on received bodies that can nest
         self.loop = asyncio.get_running_loop()
@@ -110,21 +121,29 @@ class GIOPProtocol(asyncio.Protocol):
         # Writes from dispatcher threads (write_from_thread): off until a thread first asks, so a
         # connection no thread writes to keeps one descriptor and takes no lock.
         self._direct: bool | None = config.direct_replies  # False: never; True: not yet asked; None: asked
-        self._wlock: threading.Lock | None = None  # set once, on the loop thread: every write takes it from then on
-        self._wsock: socket.socket | None = None  # our duplicate of the socket, written and closed only under _wlock
-        self._rest: bytes | None = None  # the unwritten end of a thread's partial write: it goes out first
+        self.direct_writer: DirectWriter | None = None
+        """Set once, on the loop thread, when threads may write: every write goes through it from then on."""
 
     @property
     def peer(self) -> Any:
         """The peer's address (for messages), None before the connection is made."""
         return None if self.transport is None else self.transport.get_extra_info("peername")
 
-    # -- subclass hooks ------------------------------------------------------
+    # -- subclass hooks (the Handler's, when the connection is its own) ---------
     def message_received(self, message: Message) -> None:
         raise NotImplementedError
 
+    def connected(self) -> None:
+        """The transport is made."""
+
     def closed(self, exc: BaseException | None) -> None:
         """The connection is gone (peer EOF, error or local close)."""
+
+    def writing_paused(self) -> None:
+        """The peer does not read (:attr:`write_paused`)."""
+
+    def writing_resumed(self) -> None:
+        """The peer reads again."""
 
     def reassembly_changed(self, delta: int) -> None:
         """Bytes held in unfinished fragment trains changed by ``delta`` (see :attr:`reassembly_bytes`)."""
@@ -137,6 +156,7 @@ class GIOPProtocol(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
         self.is_open = not self._closing
+        self.handler.connected()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:  # lingering after an orderly close: read only to let the peer finish
@@ -149,6 +169,7 @@ class GIOPProtocol(asyncio.Protocol):
         """Handle up to :data:`BATCH` of the complete messages the core holds, unless reading is held."""
         core = self.core
         gate = self.reading
+        receive = self.handler.message_received
         self._flush_pending = True  # replies made while handling this batch go out together
         handled = 0
         try:
@@ -160,7 +181,7 @@ class GIOPProtocol(asyncio.Protocol):
                 if event is NEED_DATA or event is CLOSED:
                     break
                 handled += 1
-                self.message_received(event)  # type: ignore[arg-type]
+                receive(event)  # type: ignore[arg-type]
         except ProtocolError as exc:
             self._protocol_error(exc)
         finally:
@@ -171,7 +192,7 @@ class GIOPProtocol(asyncio.Protocol):
         if core.reassembly_bytes != self.reassembly_bytes:
             delta = core.reassembly_bytes - self.reassembly_bytes
             self.reassembly_bytes = core.reassembly_bytes
-            self.reassembly_changed(delta)
+            self.handler.reassembly_changed(delta)
         if handled and self._read_timer is not None:
             # The read timeout bounds one message: a busy peer whose reads
             # end mid-message is not stalled as long as its messages complete.
@@ -230,14 +251,14 @@ class GIOPProtocol(asyncio.Protocol):
         self._close_direct(flush=False)
         if self.reassembly_bytes:
             delta, self.reassembly_bytes = -self.reassembly_bytes, 0
-            self.reassembly_changed(delta)
+            self.handler.reassembly_changed(delta)
         self._lost = True
         if self.transport is not None and not self.transport.is_closing():
             # Python 3.10's TLS transport stays "open" after its connection is
             # lost (a peer's alert after the handshake) and warns when collected.
             self.transport.close()
         try:
-            self.closed(exc)
+            self.handler.closed(exc)
         finally:
             if self._closed is not None and not self._closed.done():
                 self._closed.set_result(None)
@@ -281,21 +302,16 @@ class GIOPProtocol(asyncio.Protocol):
             # Kept here, as the bytes objects they are, until the peer reads:
             # a transport's buffer copies them into one array that grows by
             # doubling (twice the memory, and more while it reallocates).
-            self.output_held()
+            self.handler.output_held()
             return
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()  # the same list again: no new one per flush
         self._out_bytes = 0
-        lock = self._wlock
-        if lock is None:
+        direct = self.direct_writer
+        if direct is None:
             self.transport.write(data)
-            return
-        with lock:
-            rest = self._rest
-            if rest is not None:
-                self._rest = None
-                data = rest + data
-            self.transport.write(data)
+        else:
+            direct.write_through(data)
 
     flush = _flush
     """Write what is queued now (the end of :meth:`hold_output`)."""
@@ -307,94 +323,36 @@ class GIOPProtocol(asyncio.Protocol):
 
         True: the bytes are the connection's (written, or the unwritten end
         queued to go out before anything else); False: nothing was written,
-        and the caller hands ``data`` to the loop as before.  It writes only
-        with nothing buffered in the transport (and no earlier partial write
-        pending), under a lock that the loop's writes take too, so messages
-        never interleave; replies may overtake each other, which GIOP allows
-        (they carry their request ids).  Never on TLS or any transport
-        without a plain socket, never once the connection is closing, and not
-        at all with ``Config.direct_replies`` False.
+        and the caller hands ``data`` to the loop as before.  The first ask
+        has the loop open the way (:func:`~pyorb.aio.direct.open_direct`:
+        never on TLS or a transport without a plain socket), and there is
+        none at all with ``Config.direct_replies`` False.
         """
-        lock = self._wlock
-        if lock is None:
-            if self._direct:  # first ask: the loop duplicates the descriptor (its own thread's business)
-                self._direct = None
-                try:
-                    self.loop.call_soon_threadsafe(self._open_direct)
-                except RuntimeError:  # the loop is closed
-                    pass
-            return False
-        with lock:
-            sock = self._wsock
-            transport = self.transport
-            if sock is None or self._closing or self._rest is not None or transport is None \
-                    or transport.get_write_buffer_size():
-                return False
-            written = _send_now(sock, data)
-            if written == len(data):
-                return True
-            if written <= 0:  # full, or reset: the loop's own write or read sees it (and closes)
-                return False
-            self._rest = data[written:]
-        try:
-            self.loop.call_soon_threadsafe(self._write_rest)
-        except RuntimeError:  # the loop is closed: so is the connection
-            pass
-        return True
+        direct = self.direct_writer
+        if direct is not None:
+            return direct.write(data)
+        if self._direct:  # first ask: the loop duplicates the descriptor (its own thread's business)
+            self._direct = None
+            try:
+                self.loop.call_soon_threadsafe(self._open_direct)
+            except RuntimeError:  # the loop is closed
+                pass
+        return False
 
     def _open_direct(self) -> None:
         """Loop thread: let dispatcher threads write (see :meth:`write_from_thread`)."""
         transport = self.transport
-        if self._wlock is not None or self._closing or transport is None:
+        if self.direct_writer is not None or self._closing or transport is None:
             return
-        sock = transport.get_extra_info("socket")
-        if sock is None or transport.get_extra_info("sslcontext") is not None \
-                or transport.get_extra_info("ssl_object") is not None:
-            self._direct = False  # TLS (or no socket): the loop writes everything
-            return
-        try:
-            # Our own descriptor: the transport may close its own at any
-            # time, and the number could then name another connection.
-            fd = os.dup(sock.fileno())
-            try:
-                wsock = socket.socket(fileno=fd)
-            except BaseException:
-                os.close(fd)
-                raise
-            try:
-                wsock.setblocking(False)  # as the transport's already is: never waits, whatever the default timeout
-            except BaseException:
-                wsock.close()
-                raise
-        except OSError as exc:  # out of descriptors: stay on the loop's writes, and keep serving
-            log.debug("connection %s: replies stay on the loop thread: %s", self.peer, exc)
-            self._direct = False
-            return
-        self._wsock = wsock
-        self._wlock = threading.Lock()
-
-    def _write_rest(self) -> None:
-        """Loop thread: the end of a dispatcher thread's partial write."""
-        lock = self._wlock
-        if lock is None or self.transport is None:
-            return
-        with lock:
-            rest, self._rest = self._rest, None
-            if rest is not None and not self._closing:
-                self.transport.write(rest)
+        self.direct_writer = open_direct(transport, self.loop, self, self.peer)
+        if self.direct_writer is None:
+            self._direct = False  # the loop writes everything
 
     def _close_direct(self, flush: bool) -> None:
         """Loop thread: no more writes from threads; ``flush``: the end of a partial write goes out first."""
-        lock = self._wlock
-        if lock is None:
-            return
-        with lock:
-            sock, self._wsock = self._wsock, None
-            rest, self._rest = self._rest, None
-            if rest is not None and flush and self.transport is not None and not self._lost:
-                self.transport.write(rest)
-        if sock is not None:
-            sock.close()  # only ours: the transport's socket stays open until it closes it
+        direct = self.direct_writer
+        if direct is not None:
+            direct.close(flush and self.transport is not None and not self._lost)
 
     # -- write backpressure ----------------------------------------------------
     # asyncio calls these when the transport's buffer passes the high-water
@@ -403,6 +361,7 @@ class GIOPProtocol(asyncio.Protocol):
         self.write_paused = True
         if self._write_timer is None:
             self._write_timer = self.loop.call_later(self.config.write_timeout, self._write_timed_out)
+        self.handler.writing_paused()
 
     def resume_writing(self) -> None:
         self.write_paused = False
@@ -411,6 +370,7 @@ class GIOPProtocol(asyncio.Protocol):
             self._write_timer = None
         if not self._flush_pending:
             self._flush()  # what waited while paused
+        self.handler.writing_resumed()
 
     def _write_timed_out(self) -> None:
         self._write_timer = None
@@ -485,9 +445,9 @@ class GIOPProtocol(asyncio.Protocol):
     def buffered_output(self) -> int:
         """Bytes written but not yet taken by the peer's socket."""
         size = self._out_bytes
-        rest = self._rest
-        if rest is not None:
-            size += len(rest)
+        direct = self.direct_writer
+        if direct is not None:
+            size += direct.pending()
         if self.transport is not None and not self._lost:
             size += self.transport.get_write_buffer_size()
         return size
@@ -497,7 +457,7 @@ class GIOPProtocol(asyncio.Protocol):
         log.warning("dropping connection %s: %s", self.peer, reason)
         if self.reassembly_bytes:
             delta, self.reassembly_bytes = -self.reassembly_bytes, 0
-            self.reassembly_changed(delta)
+            self.handler.reassembly_changed(delta)
         self.abort()
 
     def abort(self) -> None:
@@ -563,9 +523,3 @@ class GIOPProtocol(asyncio.Protocol):
         self._read_timer = None
         self._protocol_error(ProtocolError(f"incomplete message stalled for {self.config.read_timeout} s"))
 
-
-# The Python original of the function with a C twin (tests/test_direct_replies.py compares them).
-_PYTHON_TWINS: dict[str, Callable[..., object]] = {"_send_now": _send_now}
-# With the compiled accelerator, the C twin takes its place: once per reply a dispatcher thread writes.
-if _accelerator.status().compiled:
-    from pyorb.aio._csend import _send_now  # noqa: E402

@@ -1,533 +1,186 @@
-"""One client connection on the server side: GIOP messages to calls."""
+"""One client connection as the server sees it: its transport, lifecycle, flow and load.
+
+A :class:`ServerConnection` is the :class:`~pyorb.aio.protocol.Handler` of
+its transport (:class:`~pyorb.aio.protocol.GIOPProtocol`, :attr:`wire`),
+which owns the bytes, the batching and the timers.  Composed, not derived,
+as uvicorn's ``H11Protocol`` and its ``RequestResponseCycle``: the transport
+hands it each message and tells it of the connection's life (made, output
+paused and resumed, closed); it keeps what the server counts per connection
+and what its calls' replies need (the :class:`~pyorb.server.call.reply.Channel`).
+What a request means (lookup, interceptors, inline answers, ``Call``\\ s) is
+its subclass's, :class:`pyorb.server.requests.RequestHandler`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
-import inspect
 import logging
-import time
-from time import monotonic, perf_counter
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-import omniORB
-from omniORB import CORBA
-
-from pyorb import marshal
 from pyorb.aio.protocol import GIOPProtocol
-from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.connection import Role
-from pyorb.giop.detail import exception_detail_context, key_text
-from pyorb.giop.errors import ProtocolError
-from pyorb.giop.policies import request_timeouts
-from pyorb.giop.codesets import CHAR_CONVERSIONS, code_set_name
-from pyorb.giop.ior import IOR
-from pyorb.giop.messages import (
-    GIOP_1_0,
-    GIOP_1_1,
-    GIOP_1_2,
-    CancelRequest,
-    CloseConnection,
-    LocateRequest,
-    LocateStatus,
-    Message,
-    MessageError,
-    ReplyStatus,
-    Request,
-)
-from pyorb.interceptors import ServerRequestInfo
-from pyorb.marshal.body import IS_A
-from pyorb.request_context import serve_in_frame
-from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
-from pyorb.server.call.dispatch import Call, ManagedCall, servant_raised
-from pyorb.server.load import ServerLoad
-from pyorb.server.call.reply import ReplyInbox, ReplySink, run_send_reply, service_contexts
-from pyorb.server.call.servant import ServantInfo, Style
+from pyorb.giop.messages import GIOP_1_0, CloseConnection
 
 if TYPE_CHECKING:
     from pyorb.config import Config
+    from pyorb.server.adapter import ObjectAdapter
+    from pyorb.server.call.reply import ReplyInbox
+    from pyorb.server.load import ServerLoad
 
 log = logging.getLogger(__name__)
 
-ObjrefConverter = Callable[[Any, str], Any]
-_MAX_INTRODUCTIONS = 1024
-"""LocateRequests of one connection forwarded to the full IOR before it names code sets."""
-_SYNC = Style.SYNC  # a global: cheaper to read per request than the enum's attribute
+PEER_NOT_READING = "peer not reading"
+DRAINING = "draining"
 
 
-def _ior_body(target: IOR, le: bool, align: int) -> bytes:
-    w = CDRWriter(le, base=align)
-    target.encode(w)
-    return w.getvalue()
+class ServerConnection:
+    """The transport's handler for one client connection: what the server keeps of it.
 
+    ``wire``: a transport made elsewhere, whose handler this becomes (a
+    bidirectional connection is its own transport); None: a plain one is made."""
 
-class ServerConnection(GIOPProtocol):
-    """Decodes requests, finds the servant and hands a :class:`Call` to the strategy."""
+    # Thousands of connections may be open at once: no per-instance dict.
+    __slots__ = ("wire", "config", "core", "loop", "loop_thread", "value_bounds", "max_message_size", "send",
+                 "write_from_thread", "hold_output", "flush", "adapter", "load", "inbox", "_on_closed", "in_flight",
+                 "draining", "_refuse", "_version", "unsent", "parked", "write_paused")
 
-    __slots__ = ("adapter", "_convert", "_on_closed", "load", "inbox", "tasks", "waiting", "max_message_size", "in_flight",
-                 "draining", "_refuse", "_version", "unsent", "parked", "_reference", "_introduced",
-                 "_relocating", "interceptors")
+    pauses_reading: ClassVar[bool] = True
+    """Output the peer does not read holds its reading, so that it cannot make us run requests and queue
+    replies without bound.  (Only a server does this: a client that stopped reading replies while its
+    requests are stuck could deadlock with its server.)"""
 
-    def __init__(
-        self,
-        config: Config,
-        adapter: ObjectAdapter,
-        objref_converter: ObjrefConverter,
-        on_closed: Callable[[ServerConnection], None],
-        load: ServerLoad,
-        inbox: ReplyInbox,
-        refuse: bool = False,
-        reference: Callable[[bytes], IOR] | None = None,
-    ) -> None:
-        # Not super(): a bidirectional connection is also a client connection, whose __init__ is not this one's.
-        GIOPProtocol.__init__(self, Role.SERVER, config)
+    def __init__(self, config: Config, adapter: ObjectAdapter, on_closed: Callable[[Any], None], load: ServerLoad,
+                 inbox: ReplyInbox, refuse: bool = False, wire: GIOPProtocol | None = None) -> None:
+        if wire is None:
+            wire = GIOPProtocol(Role.SERVER, config, self)
+        else:
+            wire.handler = self
+        self.wire = wire
+        self.config = config
+        # The transport's, read per request and per reply: held here, so that
+        # the per-call path costs what it did when this was the transport.
+        self.core = wire.core
+        self.loop = wire.loop
+        self.loop_thread = wire.loop_thread
+        self.value_bounds = wire.value_bounds
+        self.send = wire.send
+        self.write_from_thread = wire.write_from_thread
+        self.hold_output = wire.hold_output
+        self.flush = wire.flush
+        self.max_message_size = config.max_message_size
         self.adapter = adapter
-        self._convert = objref_converter
-        self._on_closed = on_closed
         self.load = load
         self.inbox = inbox
-        self.tasks: dict[int, asyncio.Task[None]] | None = None  # made for the first call run as a task
-        self.waiting: dict[int, Call] | None = None  # calls on threads or AMH handlers, for CancelRequest
-        self.max_message_size = config.max_message_size
+        self._on_closed = on_closed
         self.in_flight = 0  # counted by load, on the loop thread
         self.draining = False
         self._refuse = refuse
         self._version = GIOP_1_0  # of the last request: CloseConnection speaks it
         self.unsent = 0  # reply bytes made on threads, not yet queued here (ReplyInbox keeps it)
         self.parked = False  # a strategy holds our queued calls until we are not congested
-        self._reference = reference  # the full IOR of a served key, for LocateRequest
-        self._introduced = 0  # LocateRequests answered OBJECT_FORWARD to the object's full IOR
-        self._relocating: set[bytes] | None = None  # keys forwarded, whose next LocateRequest checks the full IOR
-        self.interceptors = adapter.interceptors  # the server's, fixed when it was made
+        self.write_paused = False
+        """The client does not read its replies (the transport's, as last told)."""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        self.transport.set_write_buffer_limits(high=self.config.write_buffer_limit)  # type: ignore[union-attr]
+    # -- the transport, as the server uses it ------------------------------------
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        """The asyncio transport, None before the connection is made."""
+        return self.wire.transport
+
+    @property
+    def peer(self) -> Any:
+        """The client's address (for messages), None before the connection is made."""
+        return self.wire.peer
+
+    @property
+    def peer_certificate(self) -> dict[str, Any] | None:
+        """The client's verified certificate (``ssl.SSLSocket.getpeercert()`` form)
+        on a TLS connection that asked for one, else None."""
+        transport = self.wire.transport
+        return None if transport is None else transport.get_extra_info("peercert") or None
+
+    @property
+    def is_open(self) -> bool:
+        """Made and not closing."""
+        return self.wire.is_open
+
+    @property
+    def last_activity(self) -> float:
+        """The loop's time when the client last sent something."""
+        return self.wire.last_activity
+
+    @property
+    def reassembly_bytes(self) -> int:
+        """Bytes held in the client's unfinished fragment trains."""
+        return self.wire.reassembly_bytes
+
+    def hold_reading(self, reason: str) -> None:
+        """Read no more of the client's messages while ``reason`` holds."""
+        self.wire.reading.hold(reason)
+
+    def release_reading(self, reason: str) -> None:
+        self.wire.reading.release(reason)
+
+    def buffered_output(self) -> int:
+        """Bytes of replies written but not yet taken by the client's socket."""
+        return self.wire.buffered_output()
+
+    def close(self) -> None:
+        """Flush what is queued, then close (see :meth:`GIOPProtocol.close`)."""
+        self.wire.close()
+
+    def close_after_peer(self) -> None:
+        """An orderly release (see :meth:`GIOPProtocol.close_after_peer`)."""
+        self.wire.close_after_peer()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent output."""
+        self.wire.abort()
+
+    def drop(self, reason: str) -> None:
+        """Abort for ``reason`` and release what the connection holds in reassembly now."""
+        self.wire.drop(reason)
+
+    async def wait_closed(self) -> None:
+        """Return once the transport is gone."""
+        await self.wire.wait_closed()
+
+    # -- the transport's Handler hooks -------------------------------------------
+    def message_received(self, message: Any) -> None:
+        raise NotImplementedError
+
+    def connected(self) -> None:
+        self.wire.transport.set_write_buffer_limits(high=self.config.write_buffer_limit)  # type: ignore[union-attr]
         if self._refuse:
             self.load.refused(self.peer)
             self.close_idle(linger=False)
         elif self.draining:  # made while its server closes
             self.close_idle()
 
-    @property
-    def peer_certificate(self) -> dict[str, Any] | None:
-        """The client's verified certificate (``ssl.SSLSocket.getpeercert()`` form)
-        on a TLS connection that asked for one, else None."""
-        transport = self.transport
-        return None if transport is None else transport.get_extra_info("peercert") or None
-
-    # -- incoming messages ---------------------------------------------------
-    def message_received(self, message: Message) -> None:
-        if type(message) is Request:
-            self._request(message)
-        elif type(message) is LocateRequest:
-            self._locate(message)
-        elif type(message) is CancelRequest:
-            self._cancel(message.request_id)
-        elif type(message) is CloseConnection:
-            log.debug("client %s sent CloseConnection", self.peer)
-            self.close()
-        elif type(message) is MessageError:
-            log.warning("client %s reported a MessageError; closing", self.peer)
-            self.close()
-
-    def _request(self, req: Request, info: ServerRequestInfo | None = None) -> None:
-        """Decode a request and hand it to its strategy; ``info``: the server's
-        interceptors admitted it (they run first, and may call this again later)."""
-        if req.addressing_disposition:
-            self._needs_addressing_mode(req)
-            return
-        # Before the lookup and the arguments (a first call may load modules): a
-        # relative timeout counts from here.
-        deadline = self._client_deadline(req) if req.service_contexts else None
-        core = self.core  # it took the code sets from the first CodeSets context
-        if core.char_set not in CHAR_CONVERSIONS:
-            self._codeset_incompatible(req)
-            return
-        found = self.adapter.lookup(req.object_key)
-        if found is None:
-            self._not_here(req)
-            return
-        if found.manager is not None:
-            if self.interceptors and info is None:
-                self._intercept(req, found, None)
-            else:
-                found.manager.serve(self, req, info, deadline)
-            return
-        self.serve(req, found, info, deadline=deadline)
-
-    def serve(self, req: Request, found: Binding, info: ServerRequestInfo | None = None,
-              after: Callable[[], None] | None = None, deadline: float | None = None, in_context: bool = False
-              ) -> bool:
-        """Run ``req`` on ``found``'s servant under its route's strategy.
-
-        ``deadline`` (``time.monotonic()``) is the client's or a manager's:
-        the operation's own deadline is applied too, the tighter wins.  For a
-        servant a manager found, ``after`` runs once the call is settled and
-        ``in_context`` hands servant code the current context (the object id).  Returns
-        True if a call took ``after`` (False: the request was answered, or
-        refused, before this returned)."""
-        route = found.routes.get(req.operation)
-        if route is None:
-            self._builtin_or_missing(req, found.info)
-            return False
-        core = self.core
-        if self.interceptors and info is None:
-            self._intercept(req, found, route)
-            return False
-        entry = route.entry
-        op = entry.op
-        wide11 = False
-        if req.version == GIOP_1_1 and op.args.has_wide:
-            wide11 = self._wide_form(op, req)
-        try:
-            args = op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
-                                  self.value_bounds, core.char_set, wide11)
-        except CORBA.DATA_CONVERSION as exc:
-            log.warning("cannot read the arguments of %s from %s in %s: %s", op.name, self.peer,
-                        code_set_name(core.char_set), exc)
-            self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO), None,
-                                   f"the arguments of {op.name} are not valid {code_set_name(core.char_set)}")
-            return False
-        except CORBA.SystemException as exc:
-            log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
-            self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO), None,
-                                   f"the arguments of {op.name} do not match its IDL here")
-            return False
-        if entry.style is not _SYNC and op.args.has_objrefs:
-            args = op.args.convert_objrefs(args, self._convert)
-        self._version = req.version
-        route.stats.started += 1  # loop thread only
-        expected = req.response_expected
-        if route.inline and expected and info is None and req.version == GIOP_1_2 and deadline is None:
-            self._answer_inline(found.servant, route, args, req)
-            return False
-        limit = route.deadline
-        if limit is not None:  # the server's own deadline for the operation: the tighter one wins
-            own = monotonic() + limit
-            deadline = own if deadline is None or own < deadline else deadline
-        if after is None:
-            call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
-                        route.stats, req.object_key, deadline)
-        else:
-            call = ManagedCall(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected,
-                               self, route.stats, req.object_key, deadline)
-            call.after = after
-        if info is not None or in_context:
-            call.intercepted = info
-            # What receive_request (or a servant manager) set, for any strategy's thread.
-            call.context = contextvars.copy_context()
-        self.load.started(self)
-        if after is not None and deadline is not None:  # a locator's own wait counts: what is left of it
-            call.timer = self.loop.call_later(max(deadline - monotonic(), 0.0), call.expire)
-        elif limit is not None:
-            call.timer = self.loop.call_later(limit, call.expire)
-        task = route.strategy.dispatch(call)
-        if task is not None and expected:
-            rid = req.request_id
-            if self.tasks is None:
-                self.tasks = {}
-            self.tasks[rid] = task
-            task.add_done_callback(functools.partial(self._task_done, call))
-        elif task is None and expected and not call.done:
-            # Queued for a thread, running on one, or an AMH request pending:
-            # a CancelRequest must reach it too.
-            if self.waiting is None:
-                self.waiting = {}
-            self.waiting[req.request_id] = call
-        return True
-
-    def _client_deadline(self, req: Request) -> float | None:
-        """The ``time.monotonic()`` deadline the client sent with ``req`` in an
-        INVOCATION_POLICIES context, if any.  A malformed one is ignored (the
-        call runs unbounded, as if the client had sent none), and logged."""
-        try:
-            timeouts = request_timeouts(req.service_contexts)
-        except ProtocolError as exc:
-            log.info("ignoring the malformed INVOCATION_POLICIES context of %s request %d from %s: %s",
-                     req.operation, req.request_id, self.peer, exc.reason)
-            return None
-        return None if timeouts is None else timeouts.deadline(monotonic(), time.time())
-
-    def _answer_inline(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request) -> None:
-        """What ``Call``, ``run_on_loop`` and ``ReplySink.result`` do for a synchronous
-        servant run on the loop thread, in one frame: the per-call path of a reactive
-        server.  No other code runs between the request and its reply, so nothing
-        else can see it in flight and it needs no sink, no lock and no load count.
-        Any outcome but a reply that marshals within the size limit goes to a
-        :class:`Call`, which owns the error replies and their logging."""
-        entry = route.entry
-        started = perf_counter()
-        try:  # no deadline, or it would not be here: pyorb.current() finds ``req`` in this frame
-            value = getattr(servant, entry.attr)(*args)
-        except Exception as exc:
-            servant_raised(self._late_call(servant, route, args, req, started), exc)
-            return
-        op = entry.op
-        le = req.little_endian
-        core = self.core
-        try:
-            body = op.results.pack(op.result_tuple(value), 0, le, core.char_set)
-        except CORBA.SystemException:
-            self._late_call(servant, route, args, req, started).result(value)
-            return
-        data = core.reply_12(req.request_id, 0, body, le)
-        if len(data) > self.max_message_size:
-            self._late_call(servant, route, args, req, started).result(value)
-            return
-        stats = route.stats
-        stats.finish(0.0, perf_counter() - started, False)
-        if not self.send(data):
-            with stats.lock:
-                stats.dropped += 1
-
-    def _late_call(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request, started: float) -> Call:
-        """The :class:`Call` of a request answered inline whose outcome needs the general way."""
-        call = Call(servant, route.entry, args, req.request_id, req.version, req.little_endian, True, self,
-                    route.stats, req.object_key)
-        call.queued_at = call.started_at = started
-        self.load.started(self)  # the call's settling counts it finished
-        return call
-
-    # -- interceptors ------------------------------------------------------------
-    def _intercept(self, req: Request, found: Binding, route: Route | None) -> None:
-        """Run the server interceptors' receive_request in the request's own
-        context, then dispatch in it (or refuse)."""
-        info = ServerRequestInfo(req.operation, req.object_key, found.info.type_id, req.request_id,
-                                 req.response_expected, self.peer, self.peer_certificate,
-                                 {c.context_id: c.data for c in req.service_contexts})
-        context = contextvars.copy_context()
-        for ran, interceptor in enumerate(self.interceptors):
-            try:
-                pending = context.run(interceptor.receive_request, info)
-            except BaseException as exc:  # noqa: BLE001 - an interceptor's failure is the request's
-                self._refused(req, route, info, exc, ran)
-                return
-            if pending is not None and inspect.isawaitable(pending):
-                self.load.started(self)  # counted while it waits: the limits bound these too
-                context.run(self.loop.create_task, self._intercept_async(req, route, info, pending, ran))
-                return
-        context.run(self._request, req, info)
-
-    async def _intercept_async(
-        self, req: Request, route: Route | None, info: ServerRequestInfo, pending: Any, ran: int
-    ) -> None:
-        try:
-            try:
-                await pending
-                for ran in range(ran + 1, len(self.interceptors)):
-                    pending = self.interceptors[ran].receive_request(info)
-                    if pending is not None and inspect.isawaitable(pending):
-                        await pending
-            except BaseException as exc:  # noqa: BLE001
-                if not self.is_open:
-                    return
-                self._refused(req, route, info, exc, ran)
-                if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
-                    raise
-                return
-        finally:
-            self.load.finished(self)
-        if self.is_open and not self.draining:
-            self._request(req, info)
-
-    def _refused(self, req: Request, route: Route | None, info: ServerRequestInfo, exc: BaseException, ran: int) -> None:
-        """An interceptor raised in receive_request: the client gets its system exception, or UNKNOWN."""
-        if isinstance(exc, CORBA.SystemException):
-            refusal = type(exc)(exc.minor, CORBA.COMPLETED_NO, exc._info)
-            log.info("request %s from %s refused by %s: %s", req.operation, self.peer,
-                     type(self.interceptors[ran]).__name__, type(exc).__name__)
-        else:
-            log.error("server interceptor %s failed on %s; the client gets CORBA.UNKNOWN",
-                      type(self.interceptors[ran]).__name__, req.operation, exc_info=exc)
-            refusal = CORBA.UNKNOWN(omniORB.UNKNOWN_PythonException, CORBA.COMPLETED_NO)
-        if route is not None:  # None: a managed key, whose servant (and route) is not known yet
-            route.stats.rejected += 1
-        for interceptor in reversed(self.interceptors[:ran]):
-            run_send_reply(interceptor, info, refusal)
-        self._system_exception(req, refusal, info.reply_contexts)
-
-    def _wide_form(self, op: marshal.Operation, req: Request) -> bool:
-        """True if this connection's GIOP 1.1 wide text is in the standard GIOP 1.1
-        form, found from the first request that has some: a body that reads in
-        that form (every wstring null-terminated, nothing left over) is taken as it."""
-        core = self.core
-        if core.wide_giop11 is None:
-            try:
-                op.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
-                               self.value_bounds, core.char_set, True)
-                core.wide_giop11 = True
-            except CORBA.SystemException:
-                core.wide_giop11 = False
-            log.debug("client %s sends GIOP 1.1 wide text in the GIOP %s form", self.peer,
-                      "1.1" if core.wide_giop11 else "1.2")
-        return core.wide_giop11
-
-    def _codeset_incompatible(self, req: Request) -> None:
-        # Every request of the connection: its text would be in a code set pyorb cannot read.
-        log.warning("client %s chose char code set %s, which pyorb does not convert",
-                    self.peer, code_set_name(self.core.char_set))
-        self._system_exception(req, CORBA.CODESET_INCOMPATIBLE(0, CORBA.COMPLETED_NO), None,
-                               f"this server does not convert the char code set {code_set_name(self.core.char_set)}")
-
-    def _task_done(self, call: Call, task: asyncio.Task[None]) -> None:
-        if self.tasks is not None:
-            self.tasks.pop(call.request_id, None)
-        if not call.done and task.cancelled():
-            call.abandon()  # CancelRequest (or shutdown) before the task's first step
-
-    def _builtin_or_missing(self, req: Request, info: ServantInfo) -> None:
-        builtin = BUILTIN_NAMES.get(req.operation)
-        if builtin is None:
-            if req.operation in info.declared:
-                self._system_exception(req, CORBA.NO_IMPLEMENT(omniORB.NO_IMPLEMENT_NoPythonMethod, CORBA.COMPLETED_NO),
-                                       None, f"the servant of {info.type_id} has no method {req.operation}")
-            else:
-                self._system_exception(req, CORBA.BAD_OPERATION(omniORB.BAD_OPERATION_UnRecognisedOperationName,
-                                                                CORBA.COMPLETED_NO),
-                                       None, f"the object is a {info.type_id}, which has no operation {req.operation}")
-            return
-        if builtin is IS_A:
-            sink = ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self)
-            try:
-                (repo_id,) = builtin.args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts,
-                                                 self.value_bounds, self.core.char_set)
-            except CORBA.SystemException:
-                sink.exception(CORBA.MARSHAL(0, CORBA.COMPLETED_NO))
-                return
-            sink.result(info.is_a(repo_id))
-        else:
-            self.builtin_result(req, builtin, False)
-
-    def builtin_result(self, req: Request, builtin: marshal.Operation, value: Any) -> None:
-        """Reply to a built-in operation (``_non_existent``) with ``value``."""
-        ReplySink(req.request_id, req.version, req.little_endian, builtin, req.response_expected, self).result(value)
-
-    def _not_here(self, req: Request) -> None:
-        target = self.adapter.forwarded(req.object_key)
-        if target is None:
-            self._system_exception(req, CORBA.OBJECT_NOT_EXIST(omniORB.OBJECT_NOT_EXIST_NoMatch, CORBA.COMPLETED_NO),
-                                   None, f"no object with key {key_text(req.object_key)} on this server")
-        else:
-            self.forward(req, target)
-
-    def forward(self, req: Request, target: IOR) -> None:
-        """Answer ``req`` LOCATION_FORWARD to ``target``."""
-        if req.response_expected:
-            self.send(self.core.reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
-                                      lambda a: _ior_body(target, req.little_endian, a)))
-
-    def _system_exception(self, req: Request, exc: CORBA.SystemException,
-                          contexts: Mapping[int, bytes] | None = None, detail: str | None = None) -> None:
-        """Answer ``req`` with ``exc``; ``detail`` (the server's own words, never a
-        servant's) goes to the client in an ExceptionDetailMessage context."""
-        if req.response_expected:
-            le = req.little_endian
-            sent = service_contexts(contexts)
-            if detail:
-                sent += (exception_detail_context(detail, le),)
-            self.send(self.core.reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
-                                      lambda a: marshal.pack_system_exception(exc, a, le), sent))
-
-    def _needs_addressing_mode(self, req: Request) -> None:
-        if req.response_expected:
-            def key_addr(align: int) -> bytes:
-                w = CDRWriter(req.little_endian, base=align)
-                w.short(0)  # GIOP::KeyAddr: we only understand object keys
-                return w.getvalue()
-
-            self.send(self.core.reply(req.request_id, ReplyStatus.NEEDS_ADDRESSING_MODE, req.version,
-                                      req.little_endian, key_addr))
-
-    def _locate(self, req: LocateRequest) -> None:
-        found = self.adapter.lookup(req.object_key)
-        if found is not None:
-            if found.manager is not None:
-                found.manager.locate(self, req)
-            else:
-                self.locate_here(req)
-            return
-        target = self.adapter.forwarded(req.object_key)
-        if target is not None:
-            self.locate_reply(req, LocateStatus.OBJECT_FORWARD, target)
-        else:
-            self.locate_reply(req, LocateStatus.UNKNOWN_OBJECT)
-
-    def locate_here(self, req: LocateRequest) -> None:
-        """The object is served here: OBJECT_HERE, or forwarded to its full IOR (see :meth:`_introduction`)."""
-        target = self._introduction(req)
-        if target is not None:
-            self.locate_reply(req, LocateStatus.OBJECT_FORWARD, target)
-        else:
-            self.locate_reply(req, LocateStatus.OBJECT_HERE)
-
-    def locate_reply(self, req: LocateRequest, status: LocateStatus, target: IOR | None = None) -> None:
-        le = req.little_endian
-        pack = None if target is None else functools.partial(_ior_body, target, le)
-        self.send(self.core.locate_reply(req.request_id, status, req.version, le, pack))
-
-    def locate_exception(self, req: LocateRequest, exc: CORBA.SystemException) -> None:
-        """A GIOP 1.2 LocateReply with LOC_SYSTEM_EXCEPTION."""
-        le = req.little_endian
-        self.send(self.core.locate_reply(req.request_id, LocateStatus.LOC_SYSTEM_EXCEPTION, req.version, le,
-                                         lambda a: marshal.pack_system_exception(exc, a, le)))
-
-    def _introduction(self, req: LocateRequest) -> IOR | None:
-        """The full IOR to forward a LocateRequest for a served object to, if any.
-
-        A client that has named no code sets on this connection may hold a
-        reference made from a corbaloc URL, which carries none: forwarded to
-        the object's full IOR (as JacORB does), it learns them and can send
-        UTF-8 and wide text.  omniORB locates every such reference before
-        its first call on it, then locates the IOR it was forwarded to: that
-        next LocateRequest for the key is told OBJECT_HERE, the one after
-        (another corbaloc reference) is forwarded again.  Once the client
-        names code sets, or after a bounded number of forwards (a client
-        that ignores them cannot loop for ever), the answer is OBJECT_HERE.
-        """
-        if self._reference is None or self.core.code_sets_chosen or req.version == GIOP_1_0:
-            return None
-        relocating = self._relocating
-        if relocating is None:
-            relocating = self._relocating = set()
-        key = req.object_key
-        if key in relocating:
-            relocating.discard(key)
-            return None
-        if self._introduced >= _MAX_INTRODUCTIONS:
-            return None
-        self._introduced += 1
-        relocating.add(key)
-        return self._reference(key)
-
-    def _cancel(self, request_id: int) -> None:
-        task = self.tasks.pop(request_id, None) if self.tasks is not None else None
-        if task is not None:
-            task.cancel()
-            return
-        call = self.waiting.pop(request_id, None) if self.waiting is not None else None
-        if call is not None:
-            # Not started yet: it never runs.  Started: its reply is dropped.
-            call.cancelled()
-
-    # -- flow control ----------------------------------------------------------
-    # A client that sends requests but does not read the replies fills our
-    # write buffer; stop reading from it until the buffer drains, so that it
-    # cannot make us run requests and queue replies without bound.  (Only the
-    # server does this: a client that stopped reading replies while its
-    # requests are stuck could deadlock with its server.)
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        self.reading.hold("peer not reading")
+    def writing_paused(self) -> None:
+        self.write_paused = True
+        if self.pauses_reading:
+            self.hold_reading(PEER_NOT_READING)
         self.load.output_paused(self)
 
-    def resume_writing(self) -> None:
-        super().resume_writing()
+    def writing_resumed(self) -> None:
+        self.write_paused = False
         self.load.output_resumed(self)
         self.unpark()
-        self.reading.release("peer not reading")
+        if self.pauses_reading:
+            self.release_reading(PEER_NOT_READING)
 
+    def output_held(self) -> None:
+        self.load.output_grew()
+
+    def reassembly_changed(self, delta: int) -> None:
+        self.load.reassembly_changed(self, delta)
+
+    def closed(self, exc: BaseException | None) -> None:
+        self.load.forget(self)
+        self._on_closed(self)
+
+    # -- flow control ----------------------------------------------------------
     @property
     def congested(self) -> bool:
         return self.write_paused or self.unsent >= self.config.write_buffer_limit
@@ -537,23 +190,14 @@ class ServerConnection(GIOPProtocol):
             self.parked = False
             self.adapter.registry.connection_resumed(self)
 
-    def output_held(self) -> None:
-        self.load.output_grew()
-
-    def reassembly_changed(self, delta: int) -> None:
-        self.load.reassembly_changed(self, delta)
-
     # -- lifecycle -----------------------------------------------------------
     def request_finished(self, request_id: int) -> None:
-        waiting = self.waiting
-        if waiting is not None:
-            waiting.pop(request_id, None)
         self.load.finished(self)
 
     def drain(self) -> None:
         """Take no new requests; close with CloseConnection once the last is answered."""
         self.draining = True
-        self.reading.hold("draining")
+        self.hold_reading(DRAINING)
         if self.in_flight == 0:
             self.close_idle()
 
@@ -561,25 +205,9 @@ class ServerConnection(GIOPProtocol):
         """Tell the client that no request is lost (CloseConnection), then close in
         order (:meth:`close_after_peer`); at once if not ``linger``: a connection
         over the limit gives its descriptor back without waiting for its client."""
-        if self.is_open:
+        if self.wire.is_open:
             self.send(self.core.send(CloseConnection(self._version)))
             if linger:
                 self.close_after_peer()
             else:
                 self.close()
-
-    def closed(self, exc: BaseException | None) -> None:
-        # Calls still queued for a thread never run: nobody would read their
-        # replies (a client that vanished with a thousand requests queued
-        # must not cost a thousand servant calls).  Handlers already running
-        # finish; their replies are dropped by the closed channel.
-        waiting, self.waiting = self.waiting, None
-        if waiting:
-            for call in list(waiting.values()):
-                call.cancelled()
-        self.tasks = None
-        self.load.forget(self)
-        self._on_closed(self)
-
-
-serve_in_frame(ServerConnection._answer_inline.__code__, "req")

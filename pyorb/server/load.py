@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, AbstractSet, Any
 
 if TYPE_CHECKING:
     from pyorb.config import Config
@@ -32,7 +32,7 @@ class ServerLoad:
     """Counts requests started and finished, both on the event-loop thread
     (replies from dispatcher threads are settled there), so without locks."""
 
-    def __init__(self, config: Config, connections: set[ServerConnection]) -> None:
+    def __init__(self, config: Config, connections: AbstractSet[ServerConnection]) -> None:
         self._connections = connections
         self.total = 0
         self.max_total = config.max_requests
@@ -66,17 +66,17 @@ class ServerLoad:
         if self.total >= self.max_total:
             for other in self._connections:
                 self.held.add(other)
-                other.reading.hold(LOAD)
+                other.hold_reading(LOAD)
         else:
             self.held.add(conn)
-            conn.reading.hold(LOAD)
+            conn.hold_reading(LOAD)
 
     def wake(self, conn: ServerConnection) -> None:
         """A request of ``conn`` ended while connections are held or ``conn`` drains."""
         for held in list(self.held):
             if held.in_flight < self.max_per_connection and self.total < self.max_total:
                 self.held.discard(held)
-                held.reading.release(LOAD)
+                held.release_reading(LOAD)
         if conn.draining and conn.in_flight == 0:
             conn.close_idle()
 

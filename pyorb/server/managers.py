@@ -43,7 +43,7 @@ from pyorb.server.call.servant import ServantInfo, servant_info
 
 if TYPE_CHECKING:
     from pyorb.interceptors import ServerRequestInfo
-    from pyorb.server.connection import ServerConnection
+    from pyorb.server.requests import RequestHandler
 
 log = logging.getLogger(__name__)
 
@@ -157,15 +157,15 @@ class Manager:
                                                            f"a servant of {self.interface.type_id}")
         return servant
 
-    def serve(self, conn: ServerConnection, req: Request, info: ServerRequestInfo | None,
+    def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
         """Serve ``req`` (``deadline``: the client's, in ``time.monotonic()`` seconds, or None)."""
         raise NotImplementedError
 
-    def locate(self, conn: ServerConnection, req: LocateRequest) -> None:
+    def locate(self, conn: RequestHandler, req: LocateRequest) -> None:
         conn.locate_here(req)
 
-    def builtin(self, conn: ServerConnection, req: Request) -> bool:
+    def builtin(self, conn: RequestHandler, req: Request) -> bool:
         """Answer ``_is_a`` from the interface; False for any other operation."""
         if req.operation != "_is_a":
             return False
@@ -191,7 +191,7 @@ class Manager:
         return self.options.deadlines.get(operation, self.options.deadline)
 
     # -- failures ---------------------------------------------------------------
-    def failed(self, conn: ServerConnection, req: Request, exc: BaseException, what: str) -> None:
+    def failed(self, conn: RequestHandler, req: Request, exc: BaseException, what: str) -> None:
         """Answer a request whose servant could not be found: ``exc`` came from ``what``."""
         if isinstance(exc, ForwardRequest):
             target = self._target(exc, what)
@@ -202,7 +202,7 @@ class Manager:
         system, detail = self._system(req.object_key, exc, what)
         conn._system_exception(req, system, None, detail)
 
-    def locate_failed(self, conn: ServerConnection, req: LocateRequest, exc: BaseException, what: str) -> None:
+    def locate_failed(self, conn: RequestHandler, req: LocateRequest, exc: BaseException, what: str) -> None:
         """Answer a LocateRequest: forwarded, unknown, or (GIOP 1.2) the system exception."""
         if isinstance(exc, ForwardRequest):
             target = self._target(exc, what)
@@ -249,7 +249,7 @@ class DefaultServantManager(Manager):
         self.servant = servant
         self.plain = self.binding(servant, prefix)
 
-    def serve(self, conn: ServerConnection, req: Request, info: ServerRequestInfo | None,
+    def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
         # Set around the dispatch: the servant (inline), its task and its thread's context copy see it.
         token = OBJECT_ID.set(self.object_id(req.object_key))
@@ -269,7 +269,7 @@ class LocatorManager(Manager):
         super().__init__(adapter, prefix, interface, options)
         self.locator = locator
 
-    def serve(self, conn: ServerConnection, req: Request, info: ServerRequestInfo | None,
+    def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
         if self.builtin(conn, req):
             return
@@ -288,7 +288,7 @@ class LocatorManager(Manager):
             return
         self._invoke(conn, req, info, oid, outcome, deadline)
 
-    async def _await(self, conn: ServerConnection, req: Request, info: ServerRequestInfo | None, oid: bytes,
+    async def _await(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None, oid: bytes,
                      outcome: Awaitable[Any], deadline: float | None) -> None:
         try:
             found = await asyncio.wait_for(outcome, None if deadline is None else deadline - monotonic())
@@ -303,7 +303,7 @@ class LocatorManager(Manager):
             return
         self._invoke(conn, req, info, oid, found, deadline)
 
-    def _invoke(self, conn: ServerConnection, req: Request, info: ServerRequestInfo | None, oid: bytes,
+    def _invoke(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None, oid: bytes,
                 found: Any, deadline: float | None) -> None:
         op = req.operation
         try:
@@ -346,7 +346,7 @@ class LocatorManager(Manager):
         if outcome is not None and inspect.isawaitable(outcome):
             self.keep(outcome, "postinvoke")
 
-    def locate(self, conn: ServerConnection, req: LocateRequest) -> None:
+    def locate(self, conn: RequestHandler, req: LocateRequest) -> None:
         oid = self.object_id(req.object_key)
         try:
             outcome = self.locator.preinvoke(oid, "_locate")
@@ -358,7 +358,7 @@ class LocatorManager(Manager):
             return
         self._located(conn, req, oid, outcome)
 
-    async def _await_locate(self, conn: ServerConnection, req: LocateRequest, oid: bytes,
+    async def _await_locate(self, conn: RequestHandler, req: LocateRequest, oid: bytes,
                             outcome: Awaitable[Any]) -> None:
         try:
             found = await asyncio.wait_for(outcome, self.options.deadline)
@@ -370,7 +370,7 @@ class LocatorManager(Manager):
             return
         self._located(conn, req, oid, found)
 
-    def _located(self, conn: ServerConnection, req: LocateRequest, oid: bytes, found: Any) -> None:
+    def _located(self, conn: RequestHandler, req: LocateRequest, oid: bytes, found: Any) -> None:
         try:
             self.checked(found[0], req.object_key)
         except Exception as exc:  # noqa: BLE001
@@ -381,7 +381,7 @@ class LocatorManager(Manager):
         self._post(oid, "_locate", found)
         conn.locate_here(req)
 
-    def builtin(self, conn: ServerConnection, req: Request) -> bool:
+    def builtin(self, conn: RequestHandler, req: Request) -> bool:
         # _non_existent asks the locator: an id it refuses does not exist.
         if req.operation not in ("_non_existent", "_not_existent"):
             return super().builtin(conn, req)
@@ -401,7 +401,7 @@ class LocatorManager(Manager):
         conn.builtin_result(req, NON_EXISTENT, False)
         return True
 
-    async def _await_existence(self, conn: ServerConnection, req: Request, oid: bytes,
+    async def _await_existence(self, conn: RequestHandler, req: Request, oid: bytes,
                                outcome: Awaitable[Any]) -> None:
         try:
             found = await asyncio.wait_for(outcome, self.options.deadline)
@@ -431,14 +431,14 @@ class ActivatorManager(Manager):
         """Full key to the servant ``incarnate`` made for it, while it is active."""
         self._pending: dict[bytes, asyncio.Future[Any]] = {}
 
-    def serve(self, conn: ServerConnection, req: Request, info: ServerRequestInfo | None,
+    def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
         self._incarnate(conn, req, lambda: conn._request(req, info), self.failed)
 
-    def locate(self, conn: ServerConnection, req: LocateRequest) -> None:
+    def locate(self, conn: RequestHandler, req: LocateRequest) -> None:
         self._incarnate(conn, req, lambda: conn.locate_here(req), self.locate_failed)
 
-    def _incarnate(self, conn: ServerConnection, req: Request | LocateRequest, then: Callable[[], None],
+    def _incarnate(self, conn: RequestHandler, req: Request | LocateRequest, then: Callable[[], None],
                    failed: Callable[[Any, Any, BaseException, str], None]) -> None:
         key = req.object_key
         pending = self._pending.get(key)
@@ -466,7 +466,7 @@ class ActivatorManager(Manager):
         finally:
             self._pending.pop(key, None)
 
-    async def _wait(self, conn: ServerConnection, req: Request | LocateRequest, pending: asyncio.Future[Any],
+    async def _wait(self, conn: RequestHandler, req: Request | LocateRequest, pending: asyncio.Future[Any],
                     limit: float | None, then: Callable[[], None],
                     failed: Callable[[Any, Any, BaseException, str], None]) -> None:
         try:
@@ -499,7 +499,7 @@ class ActivatorManager(Manager):
             self.keep(outcome, "etherealize")
 
 
-def run_task(conn: ServerConnection, req: Request | LocateRequest, coro: Any) -> None:
+def run_task(conn: RequestHandler, req: Request | LocateRequest, coro: Any) -> None:
     """Run a manager's coroutine for ``req``, counted in the server's load and
     cancelled by the client's CancelRequest or the server's close."""
     conn.load.started(conn)

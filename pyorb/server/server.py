@@ -13,6 +13,7 @@ import ssl
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, cast
 
+from pyorb.aio.protocol import GIOPProtocol
 from pyorb.aio.tls import TLSListener, listening_sockets
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
@@ -22,6 +23,7 @@ from pyorb.interceptors import check as check_interceptors
 from pyorb.server.admission import AdmissionPolicy
 from pyorb.server.adapter import ObjectAdapter, RouteOptions
 from pyorb.server.connection import ServerConnection
+from pyorb.server.requests import RequestHandler
 from pyorb.server.call.dispatch import Strategy
 from pyorb.server.load import ServerLoad
 from pyorb.server.call.reply import ReplyInbox
@@ -82,9 +84,10 @@ BIDIR_CONNECTION = "pyorb.bidir:BidirConnection"
 a client connection too, and lives above both packages."""
 
 
-def _bidir_connection(*args: Any, **kwargs: Any) -> ServerConnection:
+def _bidir_connection(*args: Any, **kwargs: Any) -> GIOPProtocol:
+    """The transport of a bidirectional connection; its handler (``.handler``) is its server half."""
     module, _, name = BIDIR_CONNECTION.partition(":")
-    return cast(ServerConnection, getattr(importlib.import_module(module), name)(*args, **kwargs))
+    return cast(GIOPProtocol, getattr(importlib.import_module(module), name)(*args, **kwargs))
 
 
 def _default_proxy_maker(config: Config) -> ProxyMaker:
@@ -310,7 +313,7 @@ class Server:
         self._closing = False  # close() has begun: a connection made now is turned away at once
         self._sweeper: asyncio.Task[None] | None = None
         self._inbox: ReplyInbox | None = None
-        self.connections: set[ServerConnection] = set()
+        self.connections: set[RequestHandler] = set()
         self.load = ServerLoad(config, self.connections)
         self._on_closed = self._connection_closed  # one bound method, shared by every connection
         self.bidirectional = bidirectional
@@ -381,7 +384,7 @@ class Server:
             published += f" (TLS port {self._ssl.port}{', TLS only' if self._ssl.requires_tls else ''})"
         log.info("pyorb server listening on %s, publishing %s", shown, published)
 
-    def new_connection(self) -> ServerConnection:
+    def new_connection(self) -> GIOPProtocol:
         """The protocol for one more client connection, made as the listeners make
         theirs (counted, limited, closed with the server): give it a transport
         made elsewhere with ``connection_made``.  The server must be started."""
@@ -389,15 +392,15 @@ class Server:
             raise RuntimeError("Server.new_connection: the server is not started (await server.start() first)")
         return self._make_connection()
 
-    def _make_connection(self) -> ServerConnection:
+    def _make_connection(self) -> GIOPProtocol:
         assert self._inbox is not None  # made by start(), before accepting
         if len(self.connections) >= self.load.max_connections:
-            return ServerConnection(self.config, self.adapter, self._convert, _untracked, self.load,
-                                    self._inbox, refuse=True)
+            return RequestHandler(self.config, self.adapter, self._convert, _untracked, self.load,
+                                  self._inbox, refuse=True).wire
         conn = self._accepted()
         conn.draining = self._closing  # CloseConnection once it is made: its client retries elsewhere
         self.connections.add(conn)
-        return conn
+        return conn.wire
 
     async def _turn_away_backlog(self) -> None:
         """Accept what the kernel already accepted for us, to send it CloseConnection.
@@ -424,25 +427,26 @@ class Server:
             except OSError:
                 sock.close()
 
-    def _new_tls_connection(self) -> ServerConnection | None:
+    def _new_tls_connection(self) -> GIOPProtocol | None:
         assert self._inbox is not None
         handshaking = sum(len(listener.handshakes) for listener in self._tls_listeners)
         if len(self.connections) + handshaking >= self.load.max_connections:
             self.load.refused(None)  # closed unanswered: no GIOP in clear on a TLS port
             return None
-        return self._accepted()
+        return self._accepted().wire
 
-    def _accepted(self) -> ServerConnection:
-        """The connection for a client this server accepted."""
+    def _accepted(self) -> RequestHandler:
+        """The request handler of a connection this server accepted (its transport: ``.wire``)."""
         assert self._inbox is not None
         if self.bidirectional:
-            return _bidir_connection(self.config, self.adapter, self._convert, self._on_closed, self.load,
+            wire = _bidir_connection(self.config, self.adapter, self._convert, self._on_closed, self.load,
                                      self._inbox, forget=self._callback_closed, accept=self._offered,
                                      reference=self._full_ior)
-        return ServerConnection(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
-                                reference=self._full_ior)
+            return cast(RequestHandler, wire.handler)
+        return RequestHandler(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
+                              reference=self._full_ior)
 
-    def _offered(self, conn: ServerConnection, points: Sequence[Any]) -> None:
+    def _offered(self, conn: GIOPProtocol, points: Sequence[Any]) -> None:
         """A client offered ``conn`` for calls to objects at ``points``: this server's client sends them there."""
         routes = cast(CallbackRoutes, self.client)
         for point in points:
@@ -465,11 +469,11 @@ class Server:
         return _bidir_connection(config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
                                  forget=forget, endpoint=endpoint, offer=offer)
 
-    def _handshake_done(self, conn: asyncio.Protocol | None) -> None:
-        if conn is None:
+    def _handshake_done(self, wire: asyncio.Protocol | None) -> None:
+        if wire is None:
             self.load.tls_refused += 1
-        elif isinstance(conn, ServerConnection) and conn.is_open:
-            self.connections.add(conn)
+        elif isinstance(wire, GIOPProtocol) and isinstance(wire.handler, RequestHandler) and wire.is_open:
+            self.connections.add(wire.handler)
 
     async def _close_idle_connections(self, idle: float) -> None:
         loop = asyncio.get_running_loop()
@@ -483,7 +487,7 @@ class Server:
                     conn.close_idle()
 
     def _connection_closed(self, conn: ServerConnection) -> None:
-        self.connections.discard(conn)
+        self.connections.discard(cast(RequestHandler, conn))
         self.adapter.registry.connection_closed(conn)
 
     async def close(self, grace: float = 0.0) -> None:
