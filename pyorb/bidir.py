@@ -66,7 +66,7 @@ class BidirRequests(RequestHandler):
                  adapter: ObjectAdapter, objref_converter: ObjrefConverter,
                  on_closed: Callable[[ServerConnection], None], load: ServerLoad, inbox: ReplyInbox,
                  reference: Callable[[bytes], IOR] | None) -> None:
-        super().__init__(config, adapter, objref_converter, on_closed, load, inbox, reference=reference, wire=client)
+        super().__init__(config, adapter, objref_converter, on_closed, load, inbox, client, reference=reference)
         self.client = client
         """The connection, as the client half sees it (its transport too)."""
         self._accept = accept

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
-from pyorb.aio.protocol import GIOPProtocol
-from pyorb.giop.connection import Role
+from pyorb.aio.protocol import Handler
+from pyorb.giop.connection import GIOPConnection
 from pyorb.giop.messages import GIOP_1_0, CloseConnection
 
 if TYPE_CHECKING:
+    from pyorb.aio.flow import ReadGate
     from pyorb.config import Config
+    from pyorb.marshal.layout import Bounds
     from pyorb.server.adapter import ObjectAdapter
     from pyorb.server.call.reply import ReplyInbox
     from pyorb.server.load import ServerLoad
@@ -33,11 +35,53 @@ PEER_NOT_READING = "peer not reading"
 DRAINING = "draining"
 
 
+class Wire(Protocol):
+    """What a :class:`ServerConnection` uses of its transport (a :class:`~pyorb.aio.protocol.GIOPProtocol` is one).
+
+    The request semantics above it use only ``send``, ``close``, the core
+    that encodes their replies, the loop and who the peer is; the rest is
+    the connection's life: reading held and released, output measured,
+    closing in its three ways, and the calls' replies from threads."""
+
+    handler: Handler
+    core: GIOPConnection
+    loop: asyncio.AbstractEventLoop
+    loop_thread: int
+    value_bounds: Bounds
+    transport: asyncio.Transport | None
+    is_open: bool
+    last_activity: float
+    reassembly_bytes: int
+    reading: ReadGate
+
+    @property
+    def peer(self) -> Any: ...
+
+    def send(self, data: bytes) -> bool: ...
+
+    def write_from_thread(self, data: bytes) -> bool: ...
+
+    def hold_output(self) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def buffered_output(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    def close_after_peer(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def drop(self, reason: str) -> None: ...
+
+    async def wait_closed(self) -> None: ...
+
+
 class ServerConnection:
     """The transport's handler for one client connection: what the server keeps of it.
 
-    ``wire``: a transport made elsewhere, whose handler this becomes (a
-    bidirectional connection is its own transport); None: a plain one is made."""
+    ``wire``: the connection's transport, whose handler this becomes."""
 
     # Thousands of connections may be open at once: no per-instance dict.
     __slots__ = ("wire", "config", "core", "loop", "loop_thread", "value_bounds", "max_message_size", "send",
@@ -50,11 +94,8 @@ class ServerConnection:
     requests are stuck could deadlock with its server.)"""
 
     def __init__(self, config: Config, adapter: ObjectAdapter, on_closed: Callable[[Any], None], load: ServerLoad,
-                 inbox: ReplyInbox, refuse: bool = False, wire: GIOPProtocol | None = None) -> None:
-        if wire is None:
-            wire = GIOPProtocol(Role.SERVER, config, self)
-        else:
-            wire.handler = self
+                 inbox: ReplyInbox, wire: Wire, refuse: bool = False) -> None:
+        wire.handler = self
         self.wire = wire
         self.config = config
         # The transport's, read per request and per reply: held here, so that

@@ -5,8 +5,9 @@ to a :class:`RequestHandler`, which finds the servant, runs the server's
 interceptors, answers a plain synchronous call inline or builds the
 :class:`~pyorb.server.call.dispatch.Call` its route's strategy runs, and
 answers what it cannot serve.  Of the transport it sees only what its base,
-:class:`~pyorb.server.connection.ServerConnection`, keeps: ``send``,
-``close`` and the protocol core that encodes its replies.
+:class:`~pyorb.server.connection.ServerConnection`, keeps of its
+:class:`~pyorb.server.connection.Wire`: ``send``, ``close``, the protocol
+core that encodes its replies, the loop and who the peer is.
 """
 
 from __future__ import annotations
@@ -50,10 +51,9 @@ from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
 from pyorb.server.call.dispatch import Call, ManagedCall, servant_raised
 from pyorb.server.call.reply import ReplySink, run_send_reply, service_contexts
 from pyorb.server.call.servant import ServantInfo, Style
-from pyorb.server.connection import ServerConnection
+from pyorb.server.connection import ServerConnection, Wire
 
 if TYPE_CHECKING:
-    from pyorb.aio.protocol import GIOPProtocol
     from pyorb.config import Config
     from pyorb.server.call.reply import ReplyInbox
     from pyorb.server.load import ServerLoad
@@ -85,11 +85,11 @@ class RequestHandler(ServerConnection):
         on_closed: Callable[[ServerConnection], None],
         load: ServerLoad,
         inbox: ReplyInbox,
+        wire: Wire,
         refuse: bool = False,
         reference: Callable[[bytes], IOR] | None = None,
-        wire: GIOPProtocol | None = None,
     ) -> None:
-        super().__init__(config, adapter, on_closed, load, inbox, refuse, wire)
+        super().__init__(config, adapter, on_closed, load, inbox, wire, refuse)
         self._convert = objref_converter
         self.tasks: dict[int, asyncio.Task[None]] | None = None  # made for the first call run as a task
         self.waiting: dict[int, Call] | None = None  # calls on threads or AMH handlers, for CancelRequest

@@ -17,6 +17,7 @@ from pyorb.aio.protocol import GIOPProtocol
 from pyorb.aio.tls import TLSListener, listening_sockets
 from pyorb.config import DEFAULT_CONFIG, Config
 from pyorb.giop import ior as iors
+from pyorb.giop.connection import Role
 from pyorb.giop.bidir import bidir_context
 from pyorb.interceptors import ServerInterceptor
 from pyorb.interceptors import check as check_interceptors
@@ -395,12 +396,14 @@ class Server:
     def _make_connection(self) -> GIOPProtocol:
         assert self._inbox is not None  # made by start(), before accepting
         if len(self.connections) >= self.load.max_connections:
-            return RequestHandler(self.config, self.adapter, self._convert, _untracked, self.load,
-                                  self._inbox, refuse=True).wire
-        conn = self._accepted()
+            wire = GIOPProtocol(Role.SERVER, self.config)
+            RequestHandler(self.config, self.adapter, self._convert, _untracked, self.load, self._inbox, wire,
+                           refuse=True)
+            return wire
+        wire, conn = self._accepted()
         conn.draining = self._closing  # CloseConnection once it is made: its client retries elsewhere
         self.connections.add(conn)
-        return conn.wire
+        return wire
 
     async def _turn_away_backlog(self) -> None:
         """Accept what the kernel already accepted for us, to send it CloseConnection.
@@ -433,18 +436,19 @@ class Server:
         if len(self.connections) + handshaking >= self.load.max_connections:
             self.load.refused(None)  # closed unanswered: no GIOP in clear on a TLS port
             return None
-        return self._accepted().wire
+        return self._accepted()[0]
 
-    def _accepted(self) -> RequestHandler:
-        """The request handler of a connection this server accepted (its transport: ``.wire``)."""
+    def _accepted(self) -> tuple[GIOPProtocol, RequestHandler]:
+        """The transport of a connection this server accepted, and its request handler."""
         assert self._inbox is not None
         if self.bidirectional:
             wire = _bidir_connection(self.config, self.adapter, self._convert, self._on_closed, self.load,
                                      self._inbox, forget=self._callback_closed, accept=self._offered,
                                      reference=self._full_ior)
-            return cast(RequestHandler, wire.handler)
-        return RequestHandler(self.config, self.adapter, self._convert, self._on_closed, self.load, self._inbox,
-                              reference=self._full_ior)
+            return wire, cast(RequestHandler, wire.handler)
+        wire = GIOPProtocol(Role.SERVER, self.config)
+        return wire, RequestHandler(self.config, self.adapter, self._convert, self._on_closed, self.load,
+                                    self._inbox, wire, reference=self._full_ior)
 
     def _offered(self, conn: GIOPProtocol, points: Sequence[Any]) -> None:
         """A client offered ``conn`` for calls to objects at ``points``: this server's client sends them there."""
