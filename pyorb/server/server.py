@@ -60,8 +60,9 @@ class ProxyMaker(Protocol):
 
 def _awaits_replies(conn: ServerConnection) -> bool:
     """True while calls this end sent on ``conn`` await their replies (a bidirectional
-    connection's callbacks): its client, serving them, may send nothing for a long time."""
-    return bool(getattr(conn, "pending", None))
+    connection's callbacks, pending on its transport): its client, serving them, may send
+    nothing for a long time."""
+    return bool(getattr(conn.wire, "pending", None))
 
 
 class CallbackRoutes(Protocol):
