@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Build the omniORB 4.2 C++ SSL echo peers (echo_server, echo_client).
+"""Build the omniORB 4.2 C++ peers: the SSL echo peers (echo_server,
+echo_client) and the bidirectional GIOP peer (bidir_peer).
 
-The standard library and the path of pyorb's bench IDL only.  ``missing()`` says why the toolchain is unusable (for a test
-skip), ``build(out_dir)`` compiles both programs into ``out_dir`` and returns
-their paths.  A build whose outputs are newer than every input is reused.
+The standard library and the path of pyorb's bench IDL only.  ``missing()``
+says why the toolchain is unusable (for a test skip), ``build(out_dir)``
+compiles the echo programs into ``out_dir`` and returns their paths,
+``build_bidir(out_dir)`` the bidirectional peer (no SSL needed:
+``missing(ssl=False)``).  A build whose outputs are newer than every input
+is reused.
 
     python tests/peers/omnicxx/build.py OUT_DIR
 """
@@ -24,9 +28,12 @@ IDL = BENCH_IDL
 OMNIIDL = pathlib.Path("/usr/bin/omniidl")  # not the venv's omniORBpy one
 INCLUDE = pathlib.Path("/usr/include/omniORB4")
 SOURCES = {"server": HERE / "echo_server.cc", "client": HERE / "echo_client.cc"}
+BIDIR_IDL = HERE.parents[2] / "idl" / "bidir.idl"
+BIDIR_SOURCE = HERE / "bidir_peer.cc"
 CXXFLAGS = ["-O2", "-std=gnu++17", "-pthread", "-Wall", "-Wno-unused"]
 LIBS = ["-lomnisslTP4", "-lomniORB4", "-lomnithread", "-lssl", "-lcrypto",
         "-lpthread"]
+PLAIN_LIBS = ["-lomniDynamic4", "-lomniORB4", "-lomnithread", "-lpthread"]  # Dynamic: Any, create_policy
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
             "/usr/lib64", "/usr/lib", "/usr/local/lib")
 
@@ -42,23 +49,26 @@ def _have_lib(name: str) -> bool:
     return any(os.path.exists(c) for c in candidates)
 
 
-def missing() -> str | None:
-    """Why the peers cannot be built here, or None if they can."""
+def missing(ssl: bool = True) -> str | None:
+    """Why the peers cannot be built here, or None if they can (``ssl``: the
+    echo peers, which need omniORB's SSL transport and OpenSSL)."""
     if _cxx() is None:
         return "no C++ compiler (g++) on PATH"
     if not OMNIIDL.is_file():
         return f"{OMNIIDL} (omniORB's C++ IDL compiler, Debian 'omniidl') is absent"
     if not (INCLUDE / "CORBA.h").is_file():
         return f"omniORB C++ headers are absent ({INCLUDE}/CORBA.h; 'libomniorb4-dev')"
-    if not (INCLUDE / "sslContext.h").is_file():
+    if ssl and not (INCLUDE / "sslContext.h").is_file():
         return f"{INCLUDE}/sslContext.h is absent (omniORB built without SSL)"
-    if not pathlib.Path("/usr/include/openssl/ssl.h").is_file():
+    if ssl and not pathlib.Path("/usr/include/openssl/ssl.h").is_file():
         return "OpenSSL headers are absent (/usr/include/openssl/ssl.h; 'libssl-dev')"
-    for lib in ("omniORB4", "omnithread", "omnisslTP4", "ssl", "crypto"):
+    libs = ("omniORB4", "omnithread", "omnisslTP4", "ssl", "crypto") if ssl else ("omniORB4", "omniDynamic4", "omnithread")
+    for lib in libs:
         if not _have_lib(lib):
             return f"lib{lib}.so is absent"
-    if not IDL.is_file():
-        return f"{IDL} is absent"
+    for idl in (IDL, BIDIR_IDL) if ssl else (BIDIR_IDL,):
+        if not idl.is_file():
+            return f"{idl} is absent"
     return None
 
 
@@ -94,10 +104,25 @@ def build(out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     reason = missing()
     if reason:
         raise RuntimeError(f"cannot build the omniORB C++ peers: {reason}")
-    out_dir = pathlib.Path(out_dir).resolve()
+    programs = {name: (f"echo_{name}", src) for name, src in SOURCES.items()}
+    return _build(pathlib.Path(out_dir), IDL, programs, LIBS)
+
+
+def build_bidir(out_dir: pathlib.Path) -> pathlib.Path:
+    """Compile bidir_peer into out_dir; return its path."""
+    reason = missing(ssl=False)
+    if reason:
+        raise RuntimeError(f"cannot build the omniORB C++ bidirectional peer: {reason}")
+    return _build(pathlib.Path(out_dir), BIDIR_IDL, {"peer": ("bidir_peer", BIDIR_SOURCE)}, PLAIN_LIBS)["peer"]
+
+
+def _build(out_dir: pathlib.Path, idl: pathlib.Path, programs: dict[str, tuple[str, pathlib.Path]],
+           libs: list[str]) -> dict[str, pathlib.Path]:
+    """Compile ``programs`` (name: (executable, source)) with ``idl``'s stubs."""
+    out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    exes = {name: out_dir / f"echo_{name}" for name in SOURCES}
-    inputs = [IDL, pathlib.Path(__file__).resolve(), *SOURCES.values()]
+    exes = {name: out_dir / exe for name, (exe, _) in programs.items()}
+    inputs = [idl, pathlib.Path(__file__).resolve(), *(src for _, src in programs.values())]
     if _up_to_date(list(exes.values()), inputs):
         return exes
 
@@ -105,20 +130,20 @@ def build(out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     # that concurrent builds into one out_dir cannot see half-written files.
     work = pathlib.Path(tempfile.mkdtemp(prefix=".build-", dir=out_dir))
     try:
-        _run_all([[str(OMNIIDL), "-bcxx", "-C", str(work), str(IDL)]],
+        _run_all([[str(OMNIIDL), "-bcxx", "-C", str(work), str(idl)]],
                  work, "omniidl")
-        stub = work / f"{IDL.stem}SK.cc"
+        stub = work / f"{idl.stem}SK.cc"
         cxx = _cxx()
         assert cxx is not None
         common = [cxx, *CXXFLAGS, "-I", str(work), "-c"]
-        objects = {"stub": work / f"{IDL.stem}SK.o",
-                   **{name: work / f"echo_{name}.o" for name in SOURCES}}
+        objects = {"stub": work / f"{idl.stem}SK.o",
+                   **{name: work / f"{exe}.o" for name, (exe, _) in programs.items()}}
         compiles = [[*common, str(stub), "-o", str(objects["stub"])]]
         compiles += [[*common, str(src), "-o", str(objects[name])]
-                     for name, src in SOURCES.items()]
+                     for name, (_, src) in programs.items()]
         _run_all(compiles, work, "compiling the omniORB C++ peers")
         links = [[cxx, "-pthread", str(objects[name]), str(objects["stub"]),
-                  "-o", str(work / exe.name), *LIBS]
+                  "-o", str(work / exe.name), *libs]
                  for name, exe in exes.items()]
         _run_all(links, work, "linking the omniORB C++ peers")
         for exe in exes.values():
@@ -138,6 +163,7 @@ def main(argv: list[str]) -> int:
         return 1
     try:
         paths = build(pathlib.Path(argv[1]))
+        paths["bidir_peer"] = build_bidir(pathlib.Path(argv[1]))
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1
