@@ -36,9 +36,9 @@ class Route:
     thread, with no deadline: the connection may run it and reply itself."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a servant locator makes one per request, and frozen costs __init__ 3-4 times as much
 class Binding:
-    """An active servant and, per operation, its strategy."""
+    """An active servant and, per operation, its strategy (not to be changed once made)."""
 
     servant: Any
     info: ServantInfo

@@ -130,20 +130,22 @@ class Manager:
         self.prefix = prefix
         self.interface = interface
         self.options = options
-        self._routes: dict[type, dict[str, Route]] = {}
+        self._classes: dict[type, tuple[ServantInfo, dict[str, Route]]] = {}
         self._background: set[asyncio.Future[Any]] = set()
+        self._skip = len(prefix)
 
     def object_id(self, key: bytes) -> bytes:
-        return key[len(self.prefix):]
+        return key[self._skip:]
 
     def binding(self, servant: Any, key: bytes) -> Binding:
         """The binding of a servant this manager found for ``key``: its class's
-        routes, made (and the class checked) once per class."""
-        routes = self._routes.get(type(servant))
-        if routes is None:
+        info and routes, made (and the class checked) once per class."""
+        known = self._classes.get(type(servant))
+        if known is None:
             self.checked(servant, key)
-            routes = self._routes[type(servant)] = self.adapter.routes(servant_info(servant), self.options)
-        return Binding(servant, servant_info(servant), routes)
+            info = servant_info(servant)
+            known = self._classes[type(servant)] = (info, self.adapter.routes(info, self.options))
+        return Binding(servant, known[0], known[1])
 
     def checked(self, servant: Any, key: bytes) -> Any:
         """``servant`` if it serves this manager's interface, else OBJ_ADAPTER saying what it is."""
@@ -271,9 +273,9 @@ class LocatorManager(Manager):
 
     def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
-        if self.builtin(conn, req):
+        if req.operation in _ASKED_BUILTINS and self.builtin(conn, req):
             return
-        oid = self.object_id(req.object_key)
+        oid = req.object_key[self._skip:]
         try:
             outcome = self.locator.preinvoke(oid, req.operation)
         except Exception as exc:  # noqa: BLE001 - the locator's failure is the request's
@@ -323,7 +325,7 @@ class LocatorManager(Manager):
             return
 
         def after() -> None:
-            self._post(oid, op, found)
+            self._postinvoke(oid, op, servant, cookie)
 
         token = OBJECT_ID.set(oid)
         try:
@@ -331,13 +333,17 @@ class LocatorManager(Manager):
         finally:
             OBJECT_ID.reset(token)
         if not took:
-            after()
+            self._postinvoke(oid, op, servant, cookie)
 
     def _post(self, oid: bytes, op: str, found: Any) -> None:
+        """postinvoke for what preinvoke returned, well-formed or not."""
         try:
             servant, cookie = found
         except (TypeError, ValueError):
             servant, cookie = found, None
+        self._postinvoke(oid, op, servant, cookie)
+
+    def _postinvoke(self, oid: bytes, op: str, servant: Any, cookie: Any) -> None:
         try:
             outcome = self.locator.postinvoke(oid, op, servant, cookie)
         except Exception:  # noqa: BLE001 - the reply is decided: logged
@@ -497,6 +503,10 @@ class ActivatorManager(Manager):
             return
         if outcome is not None and inspect.isawaitable(outcome):
             self.keep(outcome, "etherealize")
+
+
+# The built-in operations a locator answers itself (``_is_a``) or asks preinvoke about.
+_ASKED_BUILTINS = frozenset({"_is_a", "_non_existent", "_not_existent"})
 
 
 def run_task(conn: RequestHandler, req: Request | LocateRequest, coro: Any) -> None:
