@@ -19,6 +19,14 @@ the server's RSS after its store is built and after the run.  Each model
 runs --repeats times, alternating; the table gives the median and the
 min-max spread, and the locator's ratio to ``single`` measured in the same
 invocation.  ``--serve MODEL`` is the server process itself.
+
+``--instructions N1 N2`` counts instead, with callgrind, the CPU
+instructions per call of each model with a pyorb client and server in one
+process (``--concurrency`` calls in flight over one loopback connection,
+references made before the calls): run with N1 and N2 calls, the
+difference over N2 - N1 cancels start-up and the store.  Deterministic, so
+the located path's added instructions can be told apart from the noise of
+a shared machine; the throughput table is what the issue asks for.
 """
 
 from __future__ import annotations
@@ -30,23 +38,24 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import psutil  # type: ignore[import-untyped]
 import uvloop
 from omniORB import CORBA
 
 import pyorb
+from benchmarks.instructions import callgrind_argv, callgrind_total
 from pyorb.idl import bench_idl
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
-
-def serve(model: str, ids: int) -> None:
-    """The server process: prints its corbaloc prefix, serves until stdin closes."""
+def models(ids: int) -> tuple[Any, Callable[[pyorb.Server, str], str]]:
+    """Bench's IDL, and a function that installs a model in a server and
+    returns the key (``single``) or prefix (``locator``) it serves."""
     idl = bench_idl()
 
     class Single(idl.Bench__POA.Sink):  # type: ignore[misc,name-defined]
@@ -75,16 +84,25 @@ def serve(model: str, ids: int) -> None:
         def postinvoke(self, oid: bytes, operation: str, servant: Any, cookie: None) -> None:
             pass
 
+    def install(server: pyorb.Server, model: str) -> str:
+        if model == "single":
+            server.activate(Single(), "sink")
+            return "sink"
+        store = {str(i).encode(): i for i in range(ids)}
+        server.set_locator("acct/", Locator(store), idl.Bench__POA.Sink)
+        return "acct/"
+
+    return idl, install
+
+
+def serve(model: str, ids: int) -> None:
+    """The server process: prints its corbaloc prefix, serves until stdin closes."""
+    _, install = models(ids)
+
     async def main() -> None:
         server = pyorb.Server()
         await server.start()
-        if model == "single":
-            server.activate(Single(), "sink")
-            prefix = "sink"
-        else:
-            store = {str(i).encode(): i for i in range(ids)}
-            server.set_locator("acct/", Locator(store), idl.Bench__POA.Sink)
-            prefix = "acct/"
+        prefix = install(server, model)
         print(json.dumps({"corbaloc": server.corbaloc(prefix)}), flush=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, sys.stdin.read)
@@ -122,6 +140,48 @@ async def load(base: str, model: str, ids: int, clients: int, concurrency: int, 
     finally:
         await asyncio.gather(*(c.close() for c in made))
     return {"calls": calls, "errors": errors, "calls_per_s": calls / seconds}
+
+
+async def counted(model: str, ids: int, calls: int, in_flight: int) -> None:
+    """The workload callgrind counts: ``calls`` calls to random ids of ``model`` in this process."""
+    idl, install = models(ids)
+    rng = random.Random(1)
+    async with pyorb.Server("127.0.0.1") as server, pyorb.Client() as client:
+        base = server.corbaloc(install(server, model))
+        refs = [client.resolve(base if model == "single" else f"{base}{rng.randrange(ids)}", idl.Bench.Sink)
+                for _ in range(calls)]
+        remaining = iter(refs)
+
+        async def worker() -> None:
+            for ref in remaining:
+                if await ref.work(7) != 7:
+                    raise AssertionError(f"{model}: wrong answer")
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+
+
+def instructions(ns: argparse.Namespace) -> int:
+    """Print the instructions per call of each model and the locator's excess; 0."""
+    n1, n2 = ns.instructions
+    per_call = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in ("single", "locator"):
+            totals = []
+            for calls in (n1, n2):
+                out = Path(tmp) / f"{model}-{calls}.callgrind"
+                subprocess.run([*callgrind_argv(out), sys.executable, "-m", "benchmarks.bench_locator", "--count", model,
+                                "--ids", str(ns.ids), "--concurrency", str(ns.concurrency), "--instructions",
+                                str(calls), str(calls)], cwd=ROOT, check=True, capture_output=True, timeout=3600)
+                totals.append(callgrind_total(out))
+            per_call[model] = (totals[1] - totals[0]) / (n2 - n1)
+    print("| model | instructions per call (client and server) |")
+    print("| --- | --- |")
+    for model, count in per_call.items():
+        print(f"| {model} | {count:,.0f} |")
+    print(f"\nlocator / single: {per_call['locator'] / per_call['single']:.3f}; the located path adds "
+          f"{per_call['locator'] - per_call['single']:,.0f} instructions per call ({n1:,} and {n2:,} calls, "
+          f"{ns.concurrency} in flight, {ns.ids:,} ids)")
+    return 0
 
 
 def run(ns: argparse.Namespace, model: str) -> dict[str, float]:
@@ -164,7 +224,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3, help="runs per model (at least 2 for a spread)")
     p.add_argument("--json", action="store_true", help="print the runs as one JSON line too")
+    p.add_argument("--instructions", type=int, nargs=2, metavar=("N1", "N2"),
+                   help="count instructions per call with callgrind instead (N1 < N2 calls)")
+    p.add_argument("--count", choices=["single", "locator"], help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
+    if ns.instructions and not ns.count and not 0 < ns.instructions[0] < ns.instructions[1]:
+        p.error("--instructions needs 0 < N1 < N2")
     if ns.ids < 1 or ns.clients < 1 or ns.concurrency < 1 or ns.seconds <= 0 or ns.repeats < 1:
         p.error("--ids, --clients, --concurrency, --seconds and --repeats must be positive")
     return ns
@@ -175,6 +240,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.serve:
         serve(ns.serve, ns.ids)
         return 0
+    if ns.count:
+        uvloop.run(counted(ns.count, ns.ids, ns.instructions[0], ns.concurrency))
+        return 0
+    if ns.instructions:
+        return instructions(ns)
     runs: dict[str, list[dict[str, float]]] = {"single": [], "locator": []}
     for i in range(ns.repeats):
         for model in (("single", "locator") if i % 2 == 0 else ("locator", "single")):

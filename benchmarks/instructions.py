@@ -226,11 +226,13 @@ def _inner(kind: str, calls: int, in_flight: int, target: str | None = None, poo
     return argv + (["--target", target] if target else [])
 
 
-def _callgrind(out: Path) -> list[str]:
+def callgrind_argv(out: Path) -> list[str]:
+    """The command prefix that counts a program's instructions into ``out``."""
     return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"]
 
 
-def _total(out: Path) -> int:
+def callgrind_total(out: Path) -> int:
+    """The instructions counted into ``out``."""
     found = re.search(r"^(?:summary|totals): (\d+)", out.read_text(errors="replace"), re.M)
     if found is None:
         raise RuntimeError(f"no instruction total in {out}")
@@ -248,7 +250,7 @@ def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False, 
     result = out / f"{kind}-{calls}{'-pure' if pure else ''}.callgrind"
     env = {**os.environ, "PYORB_NO_EXTENSIONS": "1"} if pure else None
     if kind.endswith("-server"):
-        server = subprocess.Popen([*_callgrind(result), *_inner(kind, 0, 0, pool=pool)], stdin=subprocess.PIPE,
+        server = subprocess.Popen([*callgrind_argv(result), *_inner(kind, 0, 0, pool=pool)], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         try:
             assert server.stdout is not None and server.stdin is not None
@@ -260,14 +262,14 @@ def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False, 
             server.wait(3600)
             if server.stdout is not None:
                 server.stdout.close()
-        return _total(result)
+        return callgrind_total(result)
     if kind.endswith("-client"):
         server = subprocess.Popen(_inner("bare-server", 0, 0), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True)
         try:
             assert server.stdout is not None
             target = server.stdout.readline().strip()
-            subprocess.run([*_callgrind(result), *_inner(kind, calls, in_flight, target)], check=True,
+            subprocess.run([*callgrind_argv(result), *_inner(kind, calls, in_flight, target)], check=True,
                            capture_output=True, timeout=3600, env=env)
         finally:
             if server.stdin is not None:
@@ -275,10 +277,10 @@ def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False, 
             server.wait(60)
             if server.stdout is not None:
                 server.stdout.close()
-        return _total(result)
-    subprocess.run([*_callgrind(result), *_inner(kind, calls, in_flight)], check=True, capture_output=True,
+        return callgrind_total(result)
+    subprocess.run([*callgrind_argv(result), *_inner(kind, calls, in_flight)], check=True, capture_output=True,
                    timeout=3600, env=env)
-    return _total(result)
+    return callgrind_total(result)
 
 
 def main() -> None:
