@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bidir.hh"
+#include "json_text.h"
 
 namespace {
 
@@ -133,24 +134,6 @@ PortableServer::POA_ptr make_poa(CORBA::ORB_ptr orb, bool bidir) {
   return poa;
 }
 
-std::string json_string(const char* text) {
-  std::string out = "\"";
-  for (const char* p = text; *p; ++p) {
-    unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 // Until stdin reaches end of file (SIGTERM and SIGINT end the process as they do by default).
 void wait_for_stop() {
   char buf[256];
@@ -189,7 +172,7 @@ int call(const Options& o) {
       std::printf("{\"ok\": false, \"error\": \"not a BiDir::Registry\"}\n");
     } else {
       CORBA::String_var result = registry->call_back(who, o.text.c_str());
-      std::printf("{\"ok\": true, \"result\": %s}\n", json_string(result).c_str());
+      std::printf("{\"ok\": true, \"result\": %s}\n", json_string(static_cast<const char*>(result)).c_str());
       status = 0;
     }
   } catch (const CORBA::SystemException& exc) {

@@ -122,7 +122,7 @@ def _build(out_dir: pathlib.Path, idl: pathlib.Path, programs: dict[str, tuple[s
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     exes = {name: out_dir / exe for name, (exe, _) in programs.items()}
-    inputs = [idl, pathlib.Path(__file__).resolve(), *(src for _, src in programs.values())]
+    inputs = [idl, pathlib.Path(__file__).resolve(), HERE / "json_text.h", *(src for _, src in programs.values())]
     if _up_to_date(list(exes.values()), inputs):
         return exes
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench.hh"
+#include "json_text.h"
 
 namespace {
 
@@ -99,28 +100,6 @@ Options parse(int argc, char** argv) {
   }
   if (o.target.empty()) usage_error("no IOR given");
   return o;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 const char* completion_name(CORBA::CompletionStatus s) {

@@ -1,0 +1,30 @@
+// A JSON string literal for the peers' one-line results.
+#ifndef PYORB_OMNICXX_JSON_TEXT_H
+#define PYORB_OMNICXX_JSON_TEXT_H
+
+#include <cstdio>
+#include <string>
+
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+#endif
