@@ -27,6 +27,7 @@ import asyncio
 import inspect
 import logging
 from dataclasses import dataclass
+from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
@@ -310,7 +311,8 @@ class LocatorManager(Manager):
         op = req.operation
         try:
             servant, cookie = found
-            binding = self.binding(servant, req.object_key)
+            known = self._classes.get(type(servant))  # binding()'s, without its call for a class seen before
+            binding = self.binding(servant, req.object_key) if known is None else Binding(servant, known[0], known[1])
         except Exception as exc:  # noqa: BLE001 - not (servant, cookie) of the interface
             if not isinstance(exc, CORBA.OBJ_ADAPTER):
                 exc = CORBA.OBJ_ADAPTER(0, CORBA.COMPLETED_NO, f"the servant locator under {key_text(self.prefix)} "
@@ -323,17 +325,14 @@ class LocatorManager(Manager):
             self._post(oid, op, found)
             self.failed(conn, req, asyncio.TimeoutError(), "preinvoke")
             return
-
-        def after() -> None:
-            self._postinvoke(oid, op, servant, cookie)
-
+        after = partial(self._postinvoke, oid, op, servant, cookie)  # a closure's cells would cost more
         token = OBJECT_ID.set(oid)
         try:
             took = conn.serve(req, binding, info, after, deadline, True)
         finally:
             OBJECT_ID.reset(token)
         if not took:
-            self._postinvoke(oid, op, servant, cookie)
+            after()
 
     def _post(self, oid: bytes, op: str, found: Any) -> None:
         """postinvoke for what preinvoke returned, well-formed or not."""
