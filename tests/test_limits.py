@@ -371,6 +371,7 @@ async def test_a_client_gone_with_requests_pending_leaks_nothing(
 SIGTERM_SERVER = """
 import asyncio, sys, threading, time
 import pyorb
+from pyorb.idl import bench_idl
 
 bench = bench_idl()
 
@@ -406,6 +407,7 @@ async def test_sigterm_closes_gracefully(clients: Any) -> None:
     try:
         assert proc.stdout is not None
         ref = proc.stdout.readline().strip()
+        assert ref, f"the server printed no reference: {proc.stderr.read() if proc.poll() is not None else ''}"
         (client,) = clients(1)
         in_flight = asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(3))
         working = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline), 30)
@@ -418,7 +420,7 @@ async def test_sigterm_closes_gracefully(clients: Any) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+        proc.communicate()  # and closes its pipes, whatever happened
 
 
 @pytest.mark.asyncio
