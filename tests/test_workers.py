@@ -8,6 +8,7 @@ server on SO_REUSEPORT), killed by pid; psutil finds the workers.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 import threading
@@ -54,7 +55,8 @@ def test_a_killed_worker_is_started_again_and_the_port_keeps_serving() -> None:
         rc = sink.stop()
     err = sink.stderr()
     assert rc == 0, err
-    assert "exited (status -9); starting another (1 of 5 restarts in 60 s)" in err
+    # The killed worker is named; an earlier restart (a worker slow to start on a loaded machine) may precede it.
+    assert re.search(rf"worker {first} exited \(status -9\); starting another \([1-5] of 5 restarts in 60 s\)", err), err
 
 
 def test_a_crash_loop_stops_the_supervisor(tmp_path: object) -> None:
