@@ -52,14 +52,17 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
     last: float = 0.0
 
-    def record(self, t0: float, ok: bool) -> None:
+    def record(self, t0: float, ok: bool) -> bool:
+        """Count a call that ended now; False if now is outside the window."""
         done = time.perf_counter()
-        if self.start <= done < self.end:
-            self.calls += ok
-            self.errors += not ok
-            if ok:
-                self.latencies.append(done - t0)
-            self.last = max(self.last, done)
+        if not self.start <= done < self.end:
+            return False
+        self.calls += ok
+        self.errors += not ok
+        if ok:
+            self.latencies.append(done - t0)
+        self.last = max(self.last, done)
+        return True
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -222,8 +225,8 @@ def sequential_calls(operation: Callable[[int], Any], n: int, tally: Tally, lock
         except failure:
             ok = False
         with lock:
-            tally.record(start, ok)
-        mine += time.perf_counter() >= tally.start
+            # the tally's own clock decides, so a call ending at the window's edge is counted by both or neither
+            mine += tally.record(start, ok)
         token += 1
 
 
