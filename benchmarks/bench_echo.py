@@ -540,7 +540,7 @@ def run_benchmark(name: str, argv: Sequence[str] | None,
     start.  Shared by the benchmarks in this folder."""
     started = time.monotonic()
     meta: dict[str, Any] = {
-        "command": " ".join(["python", f"loadtests/{name}.py",
+        "command": " ".join(["python", "-m", f"benchmarks.{name}",
                              *(argv if argv is not None else sys.argv[1:])]),
         "seconds": ns.seconds, "warmup": ns.warmup, "repeats": ns.repeats,
         "machine": machine(),
