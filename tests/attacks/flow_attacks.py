@@ -220,6 +220,7 @@ class Watch:
     port: int
     pid: int
     period: float = 0.05
+    timeout: float = 5.0  # a ping unanswered this long is lost; slower ones are latency (a loaded machine stalls seconds)
     latencies: list[float] = field(default_factory=list)
     lost: int = 0
     rss_peak: int = 0
@@ -246,7 +247,7 @@ class Watch:
             t0 = time.perf_counter()
             try:
                 if sock is None:
-                    sock = _connect(self.port, timeout=2.0)
+                    sock = _connect(self.port, timeout=self.timeout)
                 sock.sendall(ping(rid))
                 data = b""
                 while len(data) < 12 or len(data) < 12 + struct.unpack("<I", data[8:12])[0]:
