@@ -118,6 +118,35 @@ def test_a_flood_waiting_for_threads_cannot_starve_another_connection_and_the_wa
     assert "waited" in log and "the limit is 3.0 s" in log
 
 
+def test_a_standing_queue_refuses_a_request_before_reading_its_arguments() -> None:
+    # One thread busy for 3 s and a call queued behind it: the queue stands.  A
+    # request whose arguments do not unmarshal is refused as the queue's others
+    # are, TRANSIENT with the same text: the refusal comes before the arguments.
+    server = ServerProcess([sys.executable, "-m", "tests.attacks.attack_server", "--model", "thread_pool(1)",
+                            "--set", "queue_target=0.05", "--set", "queue_interval=0.1"])
+    try:
+        client = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        nap = lambda rid, ms: fa.request("nap", struct.pack("<i", ms), rid)  # noqa: E731
+        client.sendall(nap(1, 3000) + nap(2, 3000))
+        time.sleep(0.3)
+        client.sendall(nap(3, 10))  # the queue's age is over the target: CoDel's interval starts
+        time.sleep(0.3)
+        client.sendall(nap(4, 10))  # still over it an interval later: shed
+        time.sleep(0.1)
+        client.sendall(fa.request("nap", b"\x01", 5))  # a long is 4 bytes: the arguments cannot be read
+        got = fa.replies(client, 2, 2.5)  # before the first nap ends: the queue still stands
+        assert sorted(got) == [4, 5], sorted(got)
+        assert system_exception(got[4]) == system_exception(got[5]) == (TRANSIENT, SHED_MINOR, COMPLETED_NO), got
+        for body in got.values():  # the ExceptionDetailMessage: wide text, its ASCII with zero bytes between
+            text = body.replace(b"\x00", b"")
+            assert b"overloaded: the queue's age is " in text and b"over the 0.05 s target for at least 0.1 s" in text
+        client.close()
+        assert server.proc.poll() is None, server.stderr()
+    finally:
+        assert server.stop() == 0, server.stderr()
+    assert "Traceback" not in server.stderr()
+
+
 # -- open-loop overload --------------------------------------------------------------
 
 

@@ -256,6 +256,13 @@ def encode_reply_12(request_id: int, status: int, body: bytes, little_endian: bo
     return head + body if body else head
 
 
+def reply_12_to(reply: bytes, request_id: int, little_endian: bool) -> bytes:
+    """A copy of ``reply``, one GIOP 1.2 Reply message in the byte order ``little_endian``,
+    that answers ``request_id``: a reply whose body does not depend on the request is
+    encoded once and sent again to others."""
+    return reply[:HEADER_SIZE] + _U32[little_endian].pack(request_id) + reply[HEADER_SIZE + 4:]
+
+
 def _decode_request_12_fast(b: memoryview | bytes, little: bool) -> Request | None:
     """GIOP 1.2 Request with KeyAddr, or None to fall back to the general path.
 
@@ -331,4 +338,4 @@ def _decode_reply_12_fast(b: memoryview | bytes, little: bool) -> Reply | None:
     )
 
 
-__all__ = ["encode_reply_12", "encode_request_12"]
+__all__ = ["encode_reply_12", "encode_request_12", "reply_12_to"]

@@ -34,6 +34,11 @@ class Route:
     inline: bool = False
     """Synchronous servant code that its strategy runs at once on the loop
     thread, with no deadline: the connection may run it and reply itself."""
+    admission: Admission | None = None
+    """Its admission control, when its strategy judges each call as it arrives:
+    the connection asks it (:meth:`Admission.refusal`) before reading the arguments."""
+    queued: bool = False
+    """With ``admission``: the strategy queues the calls (judged by the queue's age), not runs them on the loop."""
 
 
 @dataclass(slots=True)  # not frozen: a servant locator makes one per request, and frozen costs __init__ 3-4 times as much
@@ -231,7 +236,13 @@ class ObjectAdapter:
             # Admission control needs the strategy to see the call first.
             inline = (getattr(chosen, "runs_sync_inline", False) and entry.style is Style.SYNC and limit is None
                       and not policy.active)
-            routes[name] = Route(entry, chosen, self._recorder(info, name, chosen, policy), limit, inline)
+            recorder = self._recorder(info, name, chosen, policy)
+            # Which of its calls the strategy judges as they arrive (coroutines skip a thread strategy's queue).
+            judges = getattr(chosen, "judges_arrivals", None)
+            if judges == "queue" and entry.on_loop:
+                judges = None
+            routes[name] = Route(entry, chosen, recorder, limit, inline,
+                                 recorder.admission if judges is not None else None, judges == "queue")
         return routes
 
     def _recorder(self, info: ServantInfo, op: str, strategy: Strategy, policy: AdmissionPolicy) -> Recorder:

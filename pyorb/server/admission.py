@@ -18,6 +18,12 @@ queues calls reports each one as it queues it (:meth:`Admission.arrive`)
 and as a thread takes it (:meth:`Admission.start`); the event-loop strategies
 queue nothing of their own (:meth:`Admission.admit`).
 
+While it sheds, a connection asks it (:meth:`Admission.refusal`) as soon as
+it knows a request's operation, before it reads the arguments or makes a
+:class:`~pyorb.server.call.dispatch.Call`: a refusal then costs the server
+little more than reading the request and writing the reply, which is what
+keeps goodput up at many times the capacity (docs/reliability.md).
+
 A request also waits before any strategy sees it: in the socket, until the
 event loop reads it.  That wait is the loop's lag (:class:`LoopLag`), which
 grows when the loop has more to do than it can, or when dispatcher threads
@@ -48,6 +54,11 @@ SHED_MINOR = 0x4F4D0001
 """TRANSIENT minor code of a shed call: OMG's 1, "request discarded because of resource exhaustion"."""
 LOG_PERIOD = 10.0
 """Seconds between two log lines about the calls one operation shed."""
+
+
+def shed_exception() -> CORBA.TRANSIENT:
+    """What a shed call's client gets: TRANSIENT, completed NO (it may retry, here later or elsewhere)."""
+    return CORBA.TRANSIENT(SHED_MINOR, CORBA.COMPLETED_NO)
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,25 @@ class Admission:
             self._shed(call, behind, "event loop's lag")
         return not shed
 
+    def refusal(self, loop: asyncio.AbstractEventLoop, queued: bool) -> str | None:
+        """Would a call arriving now be shed?  Asked before the call exists (event-loop
+        thread), by a connection that has found the call's route but not read its
+        arguments: while the control sheds, it judges the call as :meth:`arrive`
+        (``queued``: for a strategy's queue) or :meth:`admit` would, and the same
+        way.  A refusal is counted and logged as theirs are; it returns the text
+        the client gets ("overloaded: ..."), None if the call is to be made."""
+        codel = self._codel
+        if codel is None or not codel.dropping:
+            return None  # not shedding: the strategy judges the call, with its arguments read
+        lag = self._loop_lag(loop)
+        now = perf_counter()
+        with self._lock:
+            waited = max(self._oldest_age(now), lag) if queued else lag
+            shed = codel.observe(waited, now)
+        if not shed:
+            return None
+        return self._refuse(waited, "queue's age" if queued else "event loop's lag")
+
     def age(self) -> float:
         """Seconds the oldest queued call has waited (0 if none), or for calls
         that run on the event loop its last measured lag: the queue's age now (any thread)."""
@@ -233,13 +263,17 @@ class Admission:
             self._arm(loop)
 
     def _shed(self, call: Call, waited: float, why: str) -> None:
+        call.started_at = perf_counter()  # its statistics: the time it waited, no time in servant code
+        call.exception(shed_exception(), self._refuse(waited, why))
+
+    def _refuse(self, waited: float, why: str) -> str:
+        """Count and log one call shed; the text its client gets."""
         stats = self._stats
         with stats.lock:
             stats.shed += 1
-        call.started_at = perf_counter()  # its statistics: the time it waited, no time in servant code
         cause = self._cause(waited, why)
-        call.exception(CORBA.TRANSIENT(SHED_MINOR, CORBA.COMPLETED_NO), f"overloaded: {cause}")
         self._log(cause)
+        return f"overloaded: {cause}"
 
     def _cause(self, waited: float, why: str) -> str:
         policy = self.policy

@@ -27,6 +27,7 @@ from omniORB import CORBA
 from pyorb import marshal
 from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.detail import exception_detail_context, key_text
+from pyorb.giop.fast12 import reply_12_to
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.policies import request_timeouts
 from pyorb.giop.codesets import CHAR_CONVERSIONS, code_set_name
@@ -43,11 +44,13 @@ from pyorb.giop.messages import (
     MessageError,
     ReplyStatus,
     Request,
+    ServiceContext,
 )
 from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
 from pyorb.request_context import serve_in_frame
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
+from pyorb.server.admission import shed_exception
 from pyorb.server.call.dispatch import Call, ManagedCall, servant_raised
 from pyorb.server.call.reply import ReplySink, run_send_reply, service_contexts
 from pyorb.server.call.servant import ServantInfo, Style
@@ -64,6 +67,10 @@ ObjrefConverter = Callable[[Any, str], Any]
 _MAX_INTRODUCTIONS = 1024
 """LocateRequests of one connection forwarded to the full IOR before it names code sets."""
 _SYNC = Style.SYNC  # a global: cheaper to read per request than the enum's attribute
+_REFUSALS: dict[tuple[bool, int | None, str], bytes] = {}
+"""GIOP 1.2 replies of calls admission control refused, by byte order, fragment size and text
+(the text names the wait: under a standing queue, many refusals share one)."""
+_MAX_REFUSALS = 64
 
 
 def _ior_body(target: IOR, le: bool, align: int) -> bytes:
@@ -157,6 +164,12 @@ class RequestHandler(ServerConnection):
         if self.interceptors and info is None:
             self._intercept(req, found, route)
             return False
+        admission = route.admission
+        if admission is not None:  # while it sheds, a refusal costs no argument reading and no Call
+            refused = admission.refusal(self.loop, route.queued)
+            if refused is not None:
+                self._overloaded(req, route, info, refused)
+                return False
         entry = route.entry
         op = entry.op
         wide11 = False
@@ -218,6 +231,44 @@ class RequestHandler(ServerConnection):
                 self.waiting = {}
             self.waiting[req.request_id] = call
         return True
+
+    def _overloaded(self, req: Request, route: Route, info: ServerRequestInfo | None, detail: str) -> None:
+        """Answer a request its route's admission control refused before its arguments
+        were read, as a shed :class:`Call` is answered (TRANSIENT, completed NO, and
+        ``detail``) and counted (started, served and failed; ``shed`` by the control).
+        Interceptors that saw it arrive see it refused.  The GIOP 1.2 reply without
+        their contexts depends only on the byte order and ``detail``: it is encoded once."""
+        self._version = req.version
+        stats = route.stats
+        stats.started += 1  # loop thread only
+        stats.finish(0.0, 0.0, True)
+        exc = shed_exception()
+        contexts: tuple[ServiceContext, ...] = ()
+        if info is not None:
+            for interceptor in reversed(self.interceptors):
+                run_send_reply(interceptor, info, exc)
+            contexts = service_contexts(info.reply_contexts)
+        if not req.response_expected:
+            return
+        le = req.little_endian
+        core = self.core
+        key = (le, core.max_fragment_size, detail)
+        reused = req.version == GIOP_1_2 and not contexts
+        data = _REFUSALS.get(key) if reused else None
+        if data is not None:
+            data = reply_12_to(data, req.request_id, le)
+        else:
+            data = core.reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
+                              lambda a: marshal.pack_system_exception(exc, a, le),
+                              contexts + (exception_detail_context(detail, le),))
+            limit = core.max_fragment_size
+            if reused and (limit is None or len(data) <= limit):  # one message: its request id can be changed
+                if len(_REFUSALS) >= _MAX_REFUSALS:
+                    _REFUSALS.clear()
+                _REFUSALS[key] = data
+        if not self.send(data):
+            with stats.lock:
+                stats.dropped += 1
 
     def _client_deadline(self, req: Request) -> float | None:
         """The ``time.monotonic()`` deadline the client sent with ``req`` in an

@@ -29,6 +29,9 @@ class EventLoopStrategy:
 
     runs_sync_inline = True
     """Synchronous servant code runs inside ``dispatch``: a connection may run it itself (``Route.inline``)."""
+    judges_arrivals = "loop"
+    """``dispatch`` judges every call by the loop's lag alone (``Admission.admit``): a
+    connection may ask the same before it reads the arguments (``Route.admission``)."""
 
     def dispatch(self, call: Call) -> asyncio.Task[None] | None:
         admission = call.stats.admission

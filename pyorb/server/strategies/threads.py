@@ -55,6 +55,11 @@ class _ThreadStrategy:
     it, which gets TRANSIENT; ``_submit`` leaves no trace of the thread.
     """
 
+    judges_arrivals = "queue"
+    """``dispatch`` judges each synchronous call by the queue's age as it arrives
+    (``Admission.arrive``): a connection may ask the same before it reads the
+    arguments (``Route.admission``)."""
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.stats = Gauges()
