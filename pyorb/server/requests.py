@@ -242,11 +242,11 @@ class RequestHandler(ServerConnection):
         stats = route.stats
         stats.started += 1  # loop thread only
         stats.finish(0.0, 0.0, True)
-        exc = shed_exception()
         contexts: tuple[ServiceContext, ...] = ()
         if info is not None:
+            refusal = shed_exception()
             for interceptor in reversed(self.interceptors):
-                run_send_reply(interceptor, info, exc)
+                run_send_reply(interceptor, info, refusal)
             contexts = service_contexts(info.reply_contexts)
         if not req.response_expected:
             return
@@ -259,7 +259,7 @@ class RequestHandler(ServerConnection):
             data = reply_12_to(data, req.request_id, le)
         else:
             data = core.reply(req.request_id, ReplyStatus.SYSTEM_EXCEPTION, req.version, le,
-                              lambda a: marshal.pack_system_exception(exc, a, le),
+                              lambda a: marshal.pack_system_exception(shed_exception(), a, le),
                               contexts + (exception_detail_context(detail, le),))
             limit = core.max_fragment_size
             if reused and (limit is None or len(data) <= limit):  # one message: its request id can be changed
