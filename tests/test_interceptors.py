@@ -51,6 +51,19 @@ class Echo(Bench__POA.Echo):  # type: ignore[misc]
         self.notified.set()
 
 
+class Stuck(Bench__POA.Sink):  # type: ignore[misc]
+    """Holds its dispatcher thread until released."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def work(self, token: int) -> int:
+        self.started.set()
+        self.release.wait(30)
+        return token
+
+
 class Recording:
     """A server interceptor that records what it sees and marks each reply."""
 
@@ -302,3 +315,42 @@ def test_omniorb_peers_ignore_pyorbs_service_contexts() -> None:
         assert tenant.replies == [("echo_string", None, "ok")]
     finally:
         omni.stop()
+
+
+@pytest.mark.asyncio
+async def test_interceptors_see_a_call_refused_before_its_arguments_are_read() -> None:
+    # A standing queue: admission control answers a call before reading its
+    # arguments (these cannot be read), after the interceptors saw it arrive:
+    # they see it refused TRANSIENT, and its reply carries their contexts.
+    from tests.attacks.flow_attacks import request
+
+    recording = Recording()
+    config = pyorb.Config(queue_target=0.05, queue_interval=0.1)
+    async with pyorb.Server(interceptors=[recording], strategy="thread_pool(1)", config=config) as server:
+        stuck = Stuck()
+        key = server.activate(stuck, "Stuck")
+        async with pyorb.Client() as client:
+            proxy = client.resolve(server.ior(key), Bench.Sink)
+            waiting = [asyncio.ensure_future(proxy.work(1, timeout=30)), asyncio.ensure_future(proxy.work(2, timeout=30))]
+            await wait_until(stuck.started.is_set)
+            await asyncio.sleep(0.3)
+            waiting.append(asyncio.ensure_future(proxy.work(3, timeout=30)))  # over the target: the interval starts
+            await asyncio.sleep(0.3)
+            with pytest.raises(CORBA.TRANSIENT):  # over it for an interval: shed
+                await proxy.work(4, timeout=30)
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            try:
+                writer.write(request("work", b"\x01", 9, key))  # a long is 4 bytes
+                head = await asyncio.wait_for(reader.readexactly(12), 10)
+                reply = await asyncio.wait_for(reader.readexactly(int.from_bytes(head[8:12], "little")), 10)
+            finally:
+                writer.close()
+                await writer.wait_closed()
+            stuck.release.set()
+            done = await asyncio.gather(*waiting, return_exceptions=True)  # the queued ones may be shed as they start
+    assert done[0] == 1 and all(r == t or isinstance(r, CORBA.TRANSIENT) for t, r in enumerate(done, 1)), done
+    assert b"IDL:omg.org/CORBA/TRANSIENT:1.0" in reply and b"served work for " in reply, reply
+    shed = 2 + sum(isinstance(r, CORBA.TRANSIENT) for r in done)
+    assert recording.outcomes.count(("work", "TRANSIENT")) == shed, recording.outcomes
+    (op,) = server.stats().operations
+    assert (op.shed, op.failed, op.served) == (shed, shed, 5)
