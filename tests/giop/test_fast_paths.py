@@ -381,3 +381,17 @@ def test_mutated_12_messages_raise_only_protocol_error(
             pass
     except ProtocolError:
         pass
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.booleans(), st.binary(max_size=64),
+       st.lists(st.binary(max_size=16), max_size=2))
+def test_a_reply_sent_again_to_another_request_is_that_request_s_reply(
+    first: int, other: int, little: bool, body: bytes, contexts: list[bytes]
+) -> None:
+    def reply(request_id: int) -> bytes:
+        sent = tuple(ServiceContext(0x4F4D0000 + n, data) for n, data in enumerate(contexts))
+        return encode(Reply(request_id, ReplyStatus.SYSTEM_EXCEPTION, body, sent, GIOP_1_2, little))
+
+    again = fast12.reply_12_to(reply(first), other, little)
+    assert again == reply(other)
+    assert decode(again[:12], again[12:]).request_id == other  # type: ignore[union-attr]
