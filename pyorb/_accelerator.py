@@ -3,11 +3,13 @@
 ``build.py`` (run by ``pip install``, ``pip wheel`` and ``poetry build``)
 compiles each module of :data:`NATIVE` from its Cython source (``.pyx``)
 into an extension beside it and writes :data:`MANIFEST` with a hash of each
-source.  A native module holds C twins of hot functions of a pure-Python
-module, which that module takes in place of its own when :func:`status`
-says so (``pyorb.giop.codec`` ends with the switch).  The pure-Python
-functions stay the reference implementation; the tests check each twin
-against its original.
+source.  A native module holds C twins of hot functions (or classes) of
+pure-Python modules.  Each such module declares its twins once, at its end,
+through :func:`twin`, the one way a twin takes an original's place: when
+:func:`status` says the twins run, the twin is bound where the original was,
+at import, so a call costs what a call of the twin costs.  :data:`TWINS`
+keeps every declared original, which stays the reference implementation:
+the tests check each twin against it.
 
 Why twins and not the modules themselves: compiled unchanged with Cython,
 pyorb's modules ran no faster than under CPython 3.11's specialising
@@ -30,12 +32,15 @@ Only the standard library and nothing from pyorb: every layer may use it.
 from __future__ import annotations
 
 import hashlib
+import functools
+import importlib
 import importlib.machinery
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk", "pyorb.marshal.layout._cvalues",
                            "pyorb.aio._csend", "pyorb.client._cwriter")
@@ -121,3 +126,70 @@ def status() -> Status:
                                                decided.reason)
         _STATUS = decided
     return _STATUS
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A Python original with a C twin, as declared to :func:`twin`."""
+
+    home: str
+    """The module that defines the original."""
+    name: str
+    """Its name there; ``Class.method`` for a method.  The twin has the last part of it as its name in :attr:`native`."""
+    native: str
+    """The compiled module (one of :data:`NATIVE`) that holds the twin."""
+    original: object
+    """The Python original: the reference the twin is checked against."""
+    in_place: bool
+    """Whether the twin runs in this process (in place of the original wherever it was bound)."""
+
+    @property
+    def key(self) -> str:
+        """``home.name``: the twin's key in :data:`TWINS`."""
+        return f"{self.home}.{self.name}"
+
+
+TWINS: dict[str, Twin] = {}
+"""Every twin declared so far (a module declares its own when it is imported), by :attr:`Twin.key`."""
+
+
+def twin(home: str, name: str, native: str, *, also: Iterable[str] = (), usable: bool = True) -> bool:
+    """Declare that ``name`` of module ``home`` has a C twin of the same (last) name in ``native``;
+    whether the twin is now in place.
+
+    Called once, at the end of ``home`` (or by the module that gathers its
+    twins, with ``also`` naming the modules that imported the original by
+    name).  If the compiled twins run (:func:`status`) and the declaring
+    module finds them ``usable``, the twin replaces the original: every
+    global of ``home`` and of ``also`` bound to it, or the method of the
+    class.  Otherwise nothing changes and the original runs.
+    """
+    if native not in NATIVE:
+        raise ValueError(f"twin {home}.{name}: {native!r} is not a compiled module of pyorb ({', '.join(NATIVE)})")
+    key = f"{home}.{name}"
+    if key in TWINS:
+        raise ValueError(f"twin {key} is declared twice: a module declares each of its twins once")
+    module = sys.modules[home]
+    owner_path, _, attribute = name.rpartition(".")
+    owner = functools.reduce(getattr, owner_path.split("."), module) if owner_path else module
+    original = getattr(owner, attribute)
+    in_place = usable and status().compiled
+    if in_place:
+        compiled = getattr(importlib.import_module(native), attribute)
+        if owner_path:
+            setattr(owner, attribute, compiled)
+        for holder in (module, *(sys.modules[m] for m in also)):
+            for bound, value in list(vars(holder).items()):
+                if value is original:
+                    setattr(holder, bound, compiled)
+    TWINS[key] = Twin(home, name, native, original, in_place)
+    return in_place
+
+
+def original(key: str) -> object:
+    """The Python original of the twin declared as ``key`` (``home.name``, as in :data:`TWINS`)."""
+    try:
+        return TWINS[key].original
+    except KeyError:
+        raise KeyError(f"no twin is declared as {key!r} (declared: {', '.join(sorted(TWINS)) or 'none yet'}; "
+                       "a module declares its twins when it is imported)") from None

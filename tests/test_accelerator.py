@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ import pytest
 
 import pyorb
 from pyorb import _accelerator
-from pyorb.aio import direct
+from pyorb.aio import direct  # noqa: F401  (each module imported declares its twins)
+from pyorb.client import calls  # noqa: F401
 from pyorb.giop import codec, connection, fast12, header, twins
-from pyorb.marshal import layout
+from pyorb.marshal.layout import valuetypes  # noqa: F401
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
@@ -40,11 +42,43 @@ def _check_chosen(module: Any, name: str, original: object) -> None:
         assert function is original, name
 
 
-@pytest.mark.parametrize("module", [layout, direct], ids=lambda m: m.__name__)
-def test_each_module_runs_the_chosen_implementation(module: Any) -> None:
-    assert module._PYTHON_TWINS
-    for name, original in module._PYTHON_TWINS.items():
-        _check_chosen(module, name, original)
+def test_every_compiled_module_has_its_twins_declared() -> None:
+    """Each module of NATIVE holds twins declared through the registry, which is what puts them in place."""
+    assert {t.native for t in _accelerator.TWINS.values()} == set(_accelerator.NATIVE)
+    assert all(key == t.key for key, t in _accelerator.TWINS.items())
+
+
+@pytest.mark.parametrize("key", sorted(_accelerator.TWINS))
+def test_each_twin_runs_where_its_original_was_chosen(key: str) -> None:
+    declared = _accelerator.TWINS[key]
+    assert declared.in_place == pyorb.accelerated()
+    _check_chosen(sys.modules[declared.home], declared.name, declared.original)
+
+
+def test_a_declared_twin_replaces_every_binding_of_its_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A made-up module declaring a twin: with the accelerator, the twin replaces its name and an alias;
+    the original is kept; a second declaration or an unknown compiled module is an error."""
+    home = types.ModuleType("probe_home")
+    importer = types.ModuleType("probe_importer")
+
+    def _send_now(sock: object, data: bytes) -> int:
+        return 0
+
+    home._send_now = home.alias = importer._send_now = _send_now  # type: ignore[attr-defined]
+    for module in (home, importer):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(_accelerator, "TWINS", {})
+    placed = _accelerator.twin("probe_home", "_send_now", "pyorb.aio._csend", also=["probe_importer"])
+    assert placed == pyorb.accelerated() == _accelerator.TWINS["probe_home._send_now"].in_place
+    assert _accelerator.original("probe_home._send_now") is _send_now
+    for module, name in ((home, "_send_now"), (home, "alias"), (importer, "_send_now")):
+        _check_chosen(module, name, _send_now)
+    with pytest.raises(ValueError, match="declared twice"):
+        _accelerator.twin("probe_home", "_send_now", "pyorb.aio._csend")
+    with pytest.raises(ValueError, match="not a compiled module"):
+        _accelerator.twin("probe_home", "alias", "pyorb.aio.direct")
+    with pytest.raises(KeyError, match="no twin is declared as 'probe_home.alias'"):
+        _accelerator.original("probe_home.alias")
 
 
 @pytest.mark.parametrize("module", [header, fast12, codec, connection], ids=lambda m: m.__name__)
@@ -53,7 +87,7 @@ def test_every_binding_in_the_core_is_the_chosen_implementation(module: Any) -> 
     bound = [name for name in twins.ORIGINALS if name.partition(".")[0] in vars(module)]
     assert bound
     for name in bound:
-        _check_chosen(module, name, twins.ORIGINALS[name])
+        _check_chosen(module, name, _accelerator.original(f"{twins._HOMES[name].__name__}.{name}"))
 
 
 def test_the_state_ci_expects() -> None:

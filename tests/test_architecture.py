@@ -326,3 +326,53 @@ def test_the_tree_on_the_page_names_every_module() -> None:
 def test_server_and_client_never_import_each_other(a: str, b: str) -> None:
     owner = read_rules().package_layer()
     assert b not in (owner[a].may_import or {b})
+
+
+def twins_outside_the_registry(package: Path = PACKAGE) -> list[str]:
+    """Each place a module of ``package`` names a compiled module of C twins other than in a
+    declaration to ``_accelerator.twin``: the one way a twin takes its original's place."""
+    from pyorb._accelerator import NATIVE
+
+    def native(name: str) -> bool:
+        return any(name == n or name.startswith(n + ".") for n in NATIVE)
+
+    found = []
+    root = package.parent
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, root)
+        if module == "pyorb._accelerator":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        declared = {id(call.args[2]) for call in ast.walk(tree) if isinstance(call, ast.Call) and len(call.args) > 2
+                    and getattr(call.func, "attr", getattr(call.func, "id", None)) == "twin"}
+        for node in ast.walk(tree):
+            named: list[str] = []
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                source = _resolve(module, path.name == "__init__.py", node.level, node.module) if node.level \
+                    else node.module or ""
+                named = [source, *(f"{source}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in declared:
+                named = [node.value.partition(":")[0]]
+            found += [f"{path.relative_to(root)}:{node.lineno}: names {name} outside a twin declaration"
+                      for name in named if native(name)]
+    return found
+
+
+def test_every_twin_takes_its_place_through_the_registry() -> None:
+    assert twins_outside_the_registry() == []
+
+
+def test_a_twin_put_in_place_another_way_is_caught(tmp_path: Path) -> None:
+    probes = {
+        "client/rebinds.py": "class W: ...\nfrom pyorb.client._cwriter import RequestWriter as W\n",
+        "aio/by_module.py": "from pyorb.aio import _csend\n_send_now = _csend._send_now\n",
+        "marshal/by_name.py": "import importlib\nf = importlib.import_module('pyorb.marshal.layout._cwalk')._zero_flat\n",
+        "aio/fine.py": "from pyorb import _accelerator\n_accelerator.twin(__name__, '_send_now', 'pyorb.aio._csend')\n",
+    }
+    for name, text in probes.items():
+        (tmp_path / "pyorb" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "pyorb" / name).write_text(text)
+    found = twins_outside_the_registry(tmp_path / "pyorb")
+    assert sorted({f.split(":")[0] for f in found}) == sorted(f"pyorb/{n}" for n in probes if "fine" not in n), found

@@ -9,7 +9,7 @@ code sets and ORB type, service contexts, byte order, fragment size and
 request id counter (near its wrap-around, on a bidirectional connection's
 parity).  The tests run whenever the extension is built, whichever
 implementation the process uses (the original is kept in
-``calls._PYTHON_TWINS``).
+``pyorb._accelerator.TWINS``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from omniORB import tcInternal
 
 import pyorb
+from pyorb import _accelerator
 from pyorb.client import calls
 from pyorb.config import Config
 from pyorb.giop import GIOP_1_2, GIOPConnection, Role, ServiceContext
@@ -78,6 +79,9 @@ def outcome(writer: Any, request: tuple[Any, ...]) -> tuple[Any, ...]:
     return value, state(writer)
 
 
+ORIGINAL: Any = _accelerator.original("pyorb.client.calls.RequestWriter")
+
+
 def twin() -> type:
     """The compiled writer; the tests that need it are skipped in a pure-Python process."""
     if not pyorb.accelerated():
@@ -89,7 +93,7 @@ def twin() -> type:
 
 def test_the_compiled_writer_is_in_place_with_the_accelerator() -> None:
     assert calls.RequestWriter is twin()
-    assert calls._PYTHON_TWINS["RequestWriter"] is not calls.RequestWriter
+    assert ORIGINAL is not calls.RequestWriter
 
 
 @MANY
@@ -103,7 +107,7 @@ def test_the_compiled_writer_is_in_place_with_the_accelerator() -> None:
 def test_the_compiled_writer_gives_what_the_python_one_gives(
     requests: list[tuple[Any, ...]], little_endian: bool, fragment: int | None, ids: tuple[int, int], max_size: int,
 ) -> None:
-    compiled, python = twin(), calls._PYTHON_TWINS["RequestWriter"]
+    compiled, python = twin(), ORIGINAL
     config = Config(little_endian=little_endian, max_fragment_size=fragment, max_message_size=max_size)
     writers = [cls(config, GIOPConnection(Role.CLIENT, max_fragment_size=fragment), *ids) for cls in (python, compiled)]
     assert state(writers[0]) == state(writers[1])
@@ -119,7 +123,7 @@ def test_the_compiled_writer_gives_what_the_python_one_gives(
 def test_the_compiled_writer_keeps_a_connection_s_first_request_on_the_python_path() -> None:
     """The first request chooses the code sets: after it, the compiled writer's own path runs, and
     both give the same bytes for the same second request."""
-    compiled, python = twin(), calls._PYTHON_TWINS["RequestWriter"]
+    compiled, python = twin(), ORIGINAL
     ping = OPERATIONS[0]
     out = []
     for cls in (python, compiled):

@@ -25,6 +25,7 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb import _accelerator
 from pyorb.aio.direct import DirectWriter
 from pyorb.aio.protocol import GIOPProtocol
 from pyorb.idl import bench_idl
@@ -228,7 +229,7 @@ def _send_nows() -> list[Callable[..., int]]:
     """The Python original of a thread's send and, with the accelerator, its compiled twin."""
     from pyorb.aio import direct
 
-    twins = [direct._PYTHON_TWINS["_send_now"]]
+    twins: list[Any] = [_accelerator.original("pyorb.aio.direct._send_now")]
     if pyorb.accelerated():
         from pyorb.aio import _csend
 

@@ -23,7 +23,7 @@ import logging
 import os
 import socket
 import threading
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from pyorb import _accelerator
 
@@ -152,8 +152,5 @@ def open_direct(transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, o
     return DirectWriter(wsock, transport, loop, owner)
 
 
-# The Python original of the function with a C twin (tests/test_direct_replies.py compares them).
-_PYTHON_TWINS: dict[str, Callable[..., object]] = {"_send_now": _send_now}
 # With the compiled accelerator, the C twin takes its place: once per reply a dispatcher thread writes.
-if _accelerator.status().compiled:
-    from pyorb.aio._csend import _send_now  # noqa: E402
+_accelerator.twin(__name__, "_send_now", "pyorb.aio._csend")

@@ -1,4 +1,4 @@
 # The compiled twin of pyorb.client.calls.RequestWriter (_cwriter.pyx): the same constructor, methods and fields.
-from pyorb.client.calls import _PythonRequestWriter
+from pyorb.client.calls import RequestWriter as _Original
 
-class RequestWriter(_PythonRequestWriter): ...
+class RequestWriter(_Original): ...

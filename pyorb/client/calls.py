@@ -453,9 +453,5 @@ def _profile_routes(profile: IIOPProfile, highest: Version, tls: bool) -> tuple[
     return tuple(dict.fromkeys(routes))
 
 
-# The Python original of the class with a compiled twin (tests/test_client_twins.py compares them).
-_PythonRequestWriter = RequestWriter
-_PYTHON_TWINS: dict[str, type] = {"RequestWriter": _PythonRequestWriter}
 # With the compiled accelerator, the twin takes its place: once per call a client writes a request.
-if _accelerator.status().compiled:
-    from pyorb.client._cwriter import RequestWriter  # noqa: E402
+_accelerator.twin(__name__, "RequestWriter", "pyorb.client._cwriter")

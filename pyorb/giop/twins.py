@@ -1,4 +1,4 @@
-"""The twin switch: the one place that decides whether the C twins run, and puts them in place.
+"""The core's twins: each C twin of `_cframing` declared to the registry, and the contract they read.
 
 ``pyorb.giop`` calls :func:`install` once, after its modules are loaded.
 With the compiled accelerator (:mod:`pyorb._accelerator`), every binding of
@@ -6,10 +6,12 @@ a Python original in the core's modules is replaced by its C twin from
 :mod:`pyorb.giop._cframing`: module globals (the function's home and the
 modules that imported it by name) and ``GIOPConnection``'s per-read methods.
 Modules outside the core import after ``pyorb.giop`` has run this, so they
-bind the twins.  Without it, nothing changes and the originals run.
-
-The originals stay the reference (:data:`ORIGINALS`; tests/giop/test_cframing.py
-checks each twin gives what its original gives).  :data:`CONNECTION_STATE`
+bind the twins.  Without it, nothing changes and the originals run.  Each
+twin is declared through :func:`pyorb._accelerator.twin`, the one way every
+twin of pyorb takes its original's place, which keeps the original
+(``_accelerator.TWINS``; tests/giop/test_cframing.py checks each twin gives
+what its original gives).  :data:`ORIGINALS` names them by their names in
+``_cframing``, which reads it to fall back to an original.  :data:`CONNECTION_STATE`
 and :data:`MODULE_NAMES` are the contract between the compiled module and
 the Python side: the private state and module names the twins read or
 write.  tests/giop/test_twins.py fails if one is renamed on either side.
@@ -72,6 +74,9 @@ MODULE_NAMES: dict[str, tuple[str, ...]] = {
 
 # The modules whose globals may hold an original; nothing else in the core binds one.
 _MODULES: tuple[ModuleType, ...] = (header, fast12, codec, connection)
+# Where each original is defined.
+_HOMES: dict[str, ModuleType] = {name: next(m for m in _MODULES if m.__name__ == f.__module__)
+                                 for name, f in ORIGINALS.items()}
 
 
 def broken_contract() -> list[str]:
@@ -86,28 +91,24 @@ def broken_contract() -> list[str]:
 
 
 def install() -> bool:
-    """Put the C twins in place of their originals if the accelerator is in use; whether it is."""
-    if not _accelerator.status().compiled:
-        return False
-    missing = broken_contract()
+    """Declare the core's twins (:func:`pyorb._accelerator.twin`), which puts them in place of their
+    originals if the accelerator is in use and the contract holds; whether they are in place.
+
+    ``pyorb.giop`` calls it once; a later call declares nothing again, and says whether the twins
+    would be used now."""
+    missing = broken_contract() if _accelerator.status().compiled else []
     if missing:
         import logging  # only here: importing the core must not load logging (and threading with it)
 
         logging.getLogger(__name__).warning(
             "the compiled GIOP twins are not used: they read %s, which the Python side no longer has", ", ".join(missing))
-        return False
-    from pyorb.giop import _cframing  # it keeps the originals it falls back to: import it first
-
-    for name, original in ORIGINALS.items():
-        twin = getattr(_cframing, name.rpartition(".")[2])
-        if name.startswith("GIOPConnection."):
-            setattr(GIOPConnection, name.rpartition(".")[2], twin)
-            continue
-        for module in _MODULES:
-            for key, value in list(vars(module).items()):
-                if value is original:
-                    setattr(module, key, twin)
-    return True
+    keys = {name: f"{_HOMES[name].__name__}.{name}" for name in ORIGINALS}
+    # The first declaration imports _cframing before anything is replaced: it keeps the originals it falls back to.
+    for name, key in keys.items():
+        if key not in _accelerator.TWINS:
+            _accelerator.twin(_HOMES[name].__name__, name, "pyorb.giop._cframing", also=[m.__name__ for m in _MODULES],
+                              usable=not missing)
+    return not missing and all(_accelerator.TWINS[key].in_place for key in keys.values())
 
 
 __all__ = ["CONNECTION_STATE", "MODULE_NAMES", "ORIGINALS", "broken_contract", "install"]

@@ -285,8 +285,5 @@ def _segments(n: int, base: int, starts: Sequence[int], origin: int) -> list[tup
     return segs
 
 
-# The Python original of the function with a C twin (tests/test_layout.py compares them).
-_PYTHON_TWINS: dict[str, Callable[..., object]] = {"_zero_flat": _zero_flat}
 # With the compiled accelerator, the C twin takes its place.
-if _accelerator.status().compiled:
-    from pyorb.marshal.layout._cwalk import _zero_flat  # noqa: E402
+_accelerator.twin(__name__, "_zero_flat", "pyorb.marshal.layout._cwalk")

@@ -13,9 +13,9 @@ raises the error; padding zeroed on the way is zeroed again, harmlessly.
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport uint8_t
 
-# The layout package imports this module at its very end, or (through the value walk, which
-# takes ``_walk``) half-way: its Python original is looked up when needed.
-from pyorb.marshal import layout as _layout
+# The layout package declares its twin at its very end, or (through the value walk, which
+# takes ``_walk``) this module is imported half-way: its Python original is looked up when needed.
+from pyorb import _accelerator
 
 
 cdef Py_ssize_t _walk(tuple plan, uint8_t* d, Py_ssize_t i, Py_ssize_t end, Py_ssize_t sh, bint le) except -2:
@@ -72,5 +72,5 @@ def _zero_flat(tuple plan, d, Py_ssize_t end, Py_ssize_t sh, bint le):
         PyBuffer_Release(&view)
     if i < 0:
         # The Python original raises the error (or, for odd input, decides).
-        return _layout._PYTHON_TWINS["_zero_flat"](plan, d, end, sh, le)
+        return _accelerator.original("pyorb.marshal.layout._zero_flat")(plan, d, end, sh, le)
     return i

@@ -110,10 +110,9 @@ class _Value(_Node):
     def zero_many(self, f: _Frame, i: int, n: int) -> int:
         # A run of values (a sequence of them): the compiled twin walks the common forms in
         # one C loop; for the rest, or an error, it gives -1 and this walk runs from the same start.
-        if _zero_values is not None:
-            j = _zero_values(self, f, i, n)
-            if j >= 0:
-                return j
+        j = _zero_values(self, f, i, n)
+        if j >= 0:
+            return j
         for _ in range(n):
             i = self.zero(f, i)
         return i
@@ -524,7 +523,13 @@ def _move_repo_ids(m: _Mover) -> tuple[str, ...]:
     ids = tuple(rid for _ in range(count) for rid in _move_string(m, _REPO_ID))
     m.values[src] = (out, _REPO_IDS, ids)
     return ids
+
+
+def _zero_values(node: _Value, f: _Frame, i: int, n: int) -> int:
+    """Walk a run of ``n`` values of ``node`` from ``i`` in one loop: the end, or -1 to leave it to
+    the per-value walk, which this original always does (its C twin walks the common forms)."""
+    return -1
+
+
 # With the compiled accelerator, runs of values are walked in C first (``_Value.zero_many``).
-_zero_values: Callable[[_Value, _Frame, int, int], int] | None = None
-if _accelerator.status().compiled:
-    from pyorb.marshal.layout._cvalues import _zero_values  # noqa: E402
+_accelerator.twin(__name__, "_zero_values", "pyorb.marshal.layout._cvalues")
