@@ -17,7 +17,7 @@ strategy must do: every request wakes its connection's own thread.
 
 GIOP 1.2, little-endian only (what the omniORBpy benchmark client sends);
 anything else closes the connection.  Prints its IOR on the first stdout
-line and serves until stdin reaches end of file.
+line and serves until stdin reaches end of file, SIGTERM or SIGINT.
 """
 from __future__ import annotations
 
@@ -128,20 +128,20 @@ async def serve(ns: argparse.Namespace) -> None:
         for _ in range(ns.threads):
             threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
     server = await loop.create_server(lambda: Bare(jobs, ns.per_connection), ns.host, ns.port)
-    await serve_until_stdin_eof(server, "IDL:Bench/Echo:1.0", ns.host, b"Echo")
+    await serve_bare(server, "IDL:Bench/Echo:1.0", ns.host, b"Echo")
 
 
-async def serve_until_stdin_eof(server: asyncio.Server, type_id: str, host: str, key: bytes) -> None:
-    """Print ``server``'s IOR on stdout's first line, then serve until stdin reaches end of file."""
-    loop = asyncio.get_running_loop()
+async def serve_bare(server: asyncio.Server, type_id: str, host: str, key: bytes) -> None:
+    """Print ``server``'s IOR on stdout's first line, then serve until stdin end of file, SIGTERM or SIGINT."""
+    from pyorb.servers import runner  # here: the instruction counter imports this module for its protocol only
+
     port = server.sockets[0].getsockname()[1]
-    print(build_ior(type_id, host, port, key).to_string(), flush=True)
-    stdin_closed = loop.create_future()
-    # stdin EOF is the stop signal: a daemon thread waits for it.
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stdin_closed.set_result, None)),
-                     daemon=True).start()
-    async with server:
-        await stdin_closed
+
+    async def close() -> None:
+        server.close()
+        await server.wait_closed()
+
+    await runner.serve_until_stop([build_ior(type_id, host, port, key).to_string()], close)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

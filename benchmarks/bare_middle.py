@@ -18,7 +18,7 @@ figure in ``docs/benchmarks.md`` can be read against it.
 GIOP 1.2, little-endian only (what pyorb's and the bare clients send for a
 ``work(unsigned long long)`` call); anything else closes the connection.
 Prints its IOR on the first stdout line and serves until stdin reaches end
-of file.
+of file, SIGTERM or SIGINT.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import sys
 from typing import Any, Sequence
 
 # The IOR helpers of this checkout, whatever the working directory.
-from benchmarks.bare_echo_server import serve_until_stdin_eof
+from benchmarks.bare_echo_server import serve_bare
 from benchmarks.bare_sink_client import request_template
 
 from pyorb.giop.ior import parse_reference
@@ -153,7 +153,7 @@ async def serve(ns: argparse.Namespace) -> None:
             raise SystemExit("bare_middle: the sink's reference has no IIOP profile")
         _, upstream = await loop.create_connection(lambda: Upstream(profile.object_key), profile.host, profile.port)
         server = await loop.create_server(lambda: Middle(upstream), ns.host, ns.port)
-    await serve_until_stdin_eof(server, "IDL:Bench/Sink:1.0", ns.host, b"Sink")
+    await serve_bare(server, "IDL:Bench/Sink:1.0", ns.host, b"Sink")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -121,6 +121,21 @@ def test_alternating_ab_prints_both_sides() -> None:
     assert "median this / against:" in done.stdout and done.stdout.count(str(ROOT)) >= 2
 
 
+@pytest.mark.parametrize("module", [["benchmarks.bare_echo_server"], ["benchmarks.bare_middle", "sink"]],
+                         ids=lambda m: m[-1])
+def test_bare_servers_stop_cleanly_at_sigterm(module: list[str]) -> None:
+    """The house lifetime (pyorb.servers.runner): SIGTERM stops a bare server as stdin end of file does."""
+    proc, ior = start(*module)
+    try:
+        assert ior.startswith("IOR:")
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+
+
 @pytest.mark.parametrize("shape", [["--connections", "8"], ["--connections", "1", "--in-flight", "8"]])
 def test_bare_sink_client_times_real_calls_of_a_pyorb_sink(shape: list[str]) -> None:
     proc, ior = start("pyorb.servers.sink", "--model", "amh", "--delay", "0.01")

@@ -2,7 +2,8 @@
 
 A server prints its IOR on the first stdout line and its corbaloc URL on the
 second (the IOR again if it takes TLS connections only), then serves until SIGTERM/SIGINT or until its stdin reaches end of
-file (so that a driver that dies takes its servers with it).  SIGUSR1 prints
+file (so that a driver that dies takes its servers with it); :func:`serve_until_stop` gives the same
+lifetime to a server that is none of these (a bare asyncio server, a test peer).  SIGUSR1 prints
 the dispatch statistics to stderr; they are printed again on exit.
 """
 
@@ -15,7 +16,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Coroutine, NoReturn, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, NoReturn, Sequence
 
 from pyorb.server.workers import Supervisor, WorkerError, WorkerPolicy
 
@@ -155,16 +156,36 @@ def watch_stdin(callback: Callable[[], None]) -> None:
     threading.Thread(target=_watch_stdin, args=(callback,), daemon=True, name="stdin-watch").start()
 
 
-async def wait_for_stop(watch: bool, on_usr1: Callable[[], None]) -> None:
-    """Until SIGTERM, SIGINT or (if ``watch``) stdin end of file."""
+async def wait_for_stop(watch: bool, on_usr1: Callable[[], None] | None = None) -> None:
+    """Until SIGTERM, SIGINT or (if ``watch``) stdin end of file; SIGUSR1 calls ``on_usr1`` if given."""
+    await _stop_signals(watch, on_usr1).wait()
+
+
+def _stop_signals(watch: bool, on_usr1: Callable[[], None] | None) -> asyncio.Event:
+    # The handlers are in place when this returns: a server announces itself after, as a driver may stop it at once.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, on_usr1)
+    if on_usr1 is not None:
+        loop.add_signal_handler(signal.SIGUSR1, on_usr1)
     if watch:
         watch_stdin(lambda: _set_threadsafe(loop, stop))
-    await stop.wait()
+    return stop
+
+
+async def serve_until_stop(lines: Sequence[str], close: Callable[[], Awaitable[object]], watch: bool = True) -> None:
+    """The lifetime of a server that is not one of :mod:`pyorb.servers` (a bare asyncio server, a test peer):
+    print ``lines`` (the IOR first) on stdout, serve until SIGTERM, SIGINT or (if ``watch``) stdin end of
+    file, then ``close()`` the server and ignore a late SIGTERM (:func:`exiting`)."""
+    try:
+        stop = _stop_signals(watch, None)
+        for line in lines:
+            print(line, flush=True)
+        await stop.wait()
+    finally:
+        await close()
+        exiting()
 
 
 def _set_threadsafe(loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:

@@ -54,6 +54,7 @@ async def _serve(args: argparse.Namespace) -> int:
     print(server.corbaloc("Target"), flush=True)
     from pyorb.servers.runner import exiting, wait_for_stop
 
+    # Not runner.serve_until_stop: attack_flow.py runs this against older checkouts, which lack it.
     await wait_for_stop(True, lambda: None)
     await server.close(grace=1.0)
     exiting()  # a SIGTERM racing the exit must not turn a clean stop into -15

@@ -56,6 +56,7 @@ async def serve(ns: argparse.Namespace) -> None:
     try:
         key = server.activate(make_servant(ns), "Sink")
         print(server.ior(key), server.corbaloc(key), sep="\n", flush=True)
+        # Not runner.serve_until_stop: deadline_chain --tree runs this against older checkouts, which lack it.
         await wait_for_stop(True, lambda: None)
     finally:
         await server.close(grace=1.0)

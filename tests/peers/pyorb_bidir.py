@@ -26,7 +26,7 @@ from typing import Any
 from omniORB import CORBA
 
 import pyorb
-from pyorb.servers.runner import wait_for_stop
+from pyorb.servers.runner import serve_until_stop
 from tests.peers.omni_bidir import parse_args
 
 IDL = pyorb.load_idl(Path(__file__).resolve().parents[2] / "idl" / "bidir.idl")
@@ -51,10 +51,14 @@ class Listener(IDL.BiDir__POA.Listener):  # type: ignore[misc]
 
 
 async def serve(ns: argparse.Namespace) -> None:
-    async with pyorb.Server(ns.host, bidirectional=not ns.no_bidir) as server:
+    server = pyorb.Server(ns.host, bidirectional=not ns.no_bidir)
+    await server.start()
+    try:
         key = server.activate(Registry(), "Registry")
-        print(server.ior(key), server.corbaloc(key), sep="\n", flush=True)
-        await wait_for_stop(True, lambda: None)
+    except BaseException:
+        await server.close()
+        raise
+    await serve_until_stop([server.ior(key), server.corbaloc(key)], server.close)
 
 
 async def call(ns: argparse.Namespace) -> int:
