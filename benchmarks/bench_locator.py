@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
 import statistics
@@ -50,6 +51,7 @@ from omniORB import CORBA
 import pyorb
 from benchmarks.instructions import callgrind_argv, callgrind_total
 from pyorb.idl import bench_idl
+from pyorb.loadtest.stats import LoadResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,18 +114,21 @@ def serve(model: str, ids: int) -> None:
 
 
 async def load(base: str, model: str, ids: int, clients: int, concurrency: int, seconds: float,
-               warmup: float) -> dict[str, float]:
+               warmup: float) -> LoadResult:
     idl = bench_idl()
     made = [pyorb.Client() for _ in range(clients)]
-    calls = errors = 0
+    latencies: list[float] = []
+    errors = 0
+    cpu, wall = time.process_time(), time.perf_counter()
     start = time.perf_counter() + warmup
     end = start + seconds
     rng = random.Random(1)
 
     async def one(client: Any) -> None:
-        nonlocal calls, errors
+        nonlocal errors
         while True:
             ref = base if model == "single" else f"{base}{rng.randrange(ids)}"
+            sent = time.perf_counter()
             try:
                 ok = await client.resolve(ref, idl.Bench.Sink).work(7, timeout=10) == 7
             except CORBA.Exception:
@@ -132,14 +137,16 @@ async def load(base: str, model: str, ids: int, clients: int, concurrency: int, 
             if now >= end:
                 return
             if now >= start:
-                calls += ok
+                if ok:
+                    latencies.append(now - sent)
                 errors += not ok
 
     try:
         await asyncio.gather(*(one(made[i % clients]) for i in range(concurrency)))
     finally:
         await asyncio.gather(*(c.close() for c in made))
-    return {"calls": calls, "errors": errors, "calls_per_s": calls / seconds}
+    return LoadResult.measured(model, clients, len(latencies), errors, seconds, latencies, time.process_time() - cpu,
+                               time.perf_counter() - wall, concurrency=concurrency, ids=ids)
 
 
 async def counted(model: str, ids: int, calls: int, in_flight: int) -> None:
@@ -184,7 +191,7 @@ def instructions(ns: argparse.Namespace) -> int:
     return 0
 
 
-def run(ns: argparse.Namespace, model: str) -> dict[str, float]:
+def run(ns: argparse.Namespace, model: str) -> LoadResult:
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_locator", "--serve", model, "--ids", str(ns.ids)],
                             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -195,11 +202,10 @@ def run(ns: argparse.Namespace, model: str) -> dict[str, float]:
         cpu_before = sum(server.cpu_times()[:2])
         outcome = uvloop.run(load(base, model, ns.ids, ns.clients, ns.concurrency, ns.seconds, ns.warmup))
         cpu = sum(server.cpu_times()[:2]) - cpu_before
-        outcome["rss_before_mb"] = rss_before / 2**20
-        outcome["rss_after_mb"] = server.memory_info().rss / 2**20
         # CPU over warm-up and window, per call of the window: a relative figure between models.
-        outcome["server_cpu_us_per_call"] = 1e6 * cpu / max(outcome["calls"], 1) * ns.seconds / (ns.seconds + ns.warmup)
-        return outcome
+        return dataclasses.replace(outcome, extra={
+            **outcome.extra, "rss_before_mb": rss_before / 2**20, "rss_after_mb": server.memory_info().rss / 2**20,
+            "server_cpu_us_per_call": 1e6 * cpu / max(outcome.calls, 1) * ns.seconds / (ns.seconds + ns.warmup)})
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
@@ -245,25 +251,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if ns.instructions:
         return instructions(ns)
-    runs: dict[str, list[dict[str, float]]] = {"single": [], "locator": []}
+    runs: dict[str, list[LoadResult]] = {"single": [], "locator": []}
     for i in range(ns.repeats):
         for model in (("single", "locator") if i % 2 == 0 else ("locator", "single")):
             runs[model].append(run(ns, model))
     print("| model | calls/s | server CPU us/call | RSS before MB | RSS after MB | errors |")
     print("| --- | --- | --- | --- | --- | --- |")
     for model, results in runs.items():
-        print(f"| {model} | {summary([r['calls_per_s'] for r in results])} "
-              f"| {summary([r['server_cpu_us_per_call'] for r in results])} "
-              f"| {summary([r['rss_before_mb'] for r in results])} | {summary([r['rss_after_mb'] for r in results])} "
-              f"| {sum(r['errors'] for r in results):.0f} |")
-    single = statistics.median(r["calls_per_s"] for r in runs["single"])
-    located = statistics.median(r["calls_per_s"] for r in runs["locator"])
-    growth = max(r["rss_after_mb"] - r["rss_before_mb"] for r in runs["locator"])
+        print(f"| {model} | {summary([r.throughput for r in results])} "
+              f"| {summary([r.extra['server_cpu_us_per_call'] for r in results])} "
+              f"| {summary([r.extra['rss_before_mb'] for r in results])} "
+              f"| {summary([r.extra['rss_after_mb'] for r in results])} "
+              f"| {sum(r.errors for r in results):.0f} |")
+    single = statistics.median(r.throughput for r in runs["single"])
+    located = statistics.median(r.throughput for r in runs["locator"])
+    growth = max(r.extra["rss_after_mb"] - r.extra["rss_before_mb"] for r in runs["locator"])
     print(f"\nlocator / single throughput: {located / single:.3f} (medians of {ns.repeats} runs each); "
           f"largest locator RSS growth over a run: {growth:.1f} MB for {ns.ids:,} ids")
     if ns.json:
-        print(json.dumps({"runs": runs, "ratio": located / single}))
-    return 0 if all(r["errors"] == 0 for rs in runs.values() for r in rs) else 1
+        print(json.dumps({"runs": {m: [r.as_dict() for r in rs] for m, rs in runs.items()}, "ratio": located / single}))
+    return 0 if all(r.errors == 0 for rs in runs.values() for r in rs) else 1
 
 
 if __name__ == "__main__":

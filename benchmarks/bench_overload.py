@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import sys
 import time
@@ -165,9 +166,16 @@ async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns:
         out = await offer(ior, factor * cap, ns.seconds, ns.connections, ns.timeout, ns.warmup)
     finally:
         sampler.cancel()
-    return Run(factor, out.offered, out.sent, out.goodput, out.ok_quantile(0.5), out.ok_quantile(0.99),
-               out.shed_quantile(0.5), len(out.shed), out.timeouts, out.errors, max(peak) / 2**20, len(out.ok),
-               time.perf_counter() - wall, _cpu(server) - cpu, time.process_time() - own, out.steady_goodput)
+    x = out.extra
+    return Run(factor, x["offered"], x["sent"], out.throughput, _seconds(out.latency_ms["p50_ms"]),
+               _seconds(out.latency_ms["p99_ms"]), _seconds(x["shed_p50_ms"]), x["shed"], x["timeouts"],
+               x["other_errors"], max(peak) / 2**20, x["replied"], time.perf_counter() - wall, _cpu(server) - cpu,
+               time.process_time() - own, x["steady_goodput"])
+
+
+def _seconds(ms: float | None) -> float:
+    """A latency of the result in seconds, 0 for none (no call of that outcome)."""
+    return 0.0 if ms is None or math.isnan(ms) else ms / 1e3
 
 
 def _cpu(process: psutil.Process) -> float:

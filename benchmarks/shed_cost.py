@@ -39,6 +39,7 @@ from omniORB import CORBA
 
 import pyorb
 from pyorb.idl import bench_idl
+from pyorb.loadtest.stats import LoadResult
 
 PY = sys.executable
 MODELS = ("reactive", "thread_pool(4)")
@@ -63,28 +64,33 @@ def _cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-async def drive(ior: str, server: psutil.Process, ns: argparse.Namespace) -> tuple[int, int, float, float]:
-    """Closed-loop calls for ``ns.seconds``: (replies, refusals, server CPU s, this process's CPU s)."""
+async def drive(ior: str, server: psutil.Process, ns: argparse.Namespace) -> LoadResult:
+    """Closed-loop calls for ``ns.seconds``: the replies (``calls``), the refusals (``errors``, and
+    ``extra["shed"]``) and this process's CPU, with the server's CPU seconds in ``extra["server_cpu_s"]``."""
     iface = bench_idl().Bench.Sink
     clients = [pyorb.Client() for _ in range(ns.connections)]
-    counts = {"ok": 0, "shed": 0}
+    latencies: list[float] = []
+    shed = 0
     try:
         sinks = [c.resolve(ior, iface) for c in clients]
         await asyncio.gather(*(s.work(0, timeout=10.0) for s in sinks), return_exceptions=True)
-        cpu, own = _cpu(server), time.process_time()
+        cpu, own, wall = _cpu(server), time.process_time(), time.perf_counter()
         end = time.perf_counter() + ns.seconds
 
         async def caller(sink: Any) -> None:
-            while time.perf_counter() < end:
+            nonlocal shed
+            while (sent := time.perf_counter()) < end:
                 try:
                     await sink.work(1, timeout=10.0)
                 except CORBA.TRANSIENT:
-                    counts["shed"] += 1
+                    shed += 1
                 else:
-                    counts["ok"] += 1
+                    latencies.append(time.perf_counter() - sent)
 
         await asyncio.gather(*(caller(sinks[i % len(sinks)]) for i in range(ns.concurrency)))
-        return counts["ok"], counts["shed"], _cpu(server) - cpu, time.process_time() - own
+        return LoadResult.measured("closed-loop", ns.connections, len(latencies), shed, ns.seconds, latencies,
+                                   time.process_time() - own, time.perf_counter() - wall, shed=shed,
+                                   server_cpu_s=_cpu(server) - cpu, concurrency=ns.concurrency)
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 
@@ -112,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 process = ServerProcess(command(model, mode == "refused", tree), f"{model} {mode}")
                 with process as ior:
                     assert process.proc is not None
-                    ok, shed, server_cpu, own_cpu = uvloop.run(drive(ior, psutil.Process(process.proc.pid), ns))
+                    result = uvloop.run(drive(ior, psutil.Process(process.proc.pid), ns))
+                ok, shed, server_cpu, own_cpu = result.calls, result.extra["shed"], result.extra["server_cpu_s"], result.cpu_s
                 calls = shed if mode == "refused" else ok
                 if mode == "refused" and ok > shed / 10:
                     print(f"shed_cost: {model}: only {shed} of {ok + shed} calls refused", file=sys.stderr)

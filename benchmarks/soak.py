@@ -7,8 +7,10 @@ clients (asyncio, one pyorb Client each) that send a unique token per call and
 check that the reply carries that token.  Every ``--sample`` seconds it
 records the middle tier's and the sink's RSS, threads and CPU time.  At the end
 it reports calls, lost (errors) and mismatched replies, and RSS growth after
-the warm-up; ``--markdown`` writes the report.  Loopback only; stops by itself
-after ``--duration`` seconds.
+the warm-up; ``--markdown`` writes the report.  Its last stdout line is the
+run as every load generator reports it (``pyorb.loadtest.stats.LoadResult``,
+read back by ``read_result``).  Loopback only; stops by itself after
+``--duration`` seconds.
 
     python -m benchmarks.soak --duration 600 --clients 200 --delay 0.005 --markdown docs/reliability-run.md
 """
@@ -32,13 +34,23 @@ from rich.table import Table
 
 import pyorb
 from pyorb.idl import bench_idl
+from pyorb.loadtest.stats import LoadResult
 
 
 @dataclass
 class Tally:
+    """The live counts of the clients (the sampler reads ``calls`` as they run)."""
+
     calls: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     mismatched: int = 0
+
+    def result(self, ns: argparse.Namespace, cpu_s: float, wall_s: float) -> LoadResult:
+        """The run as every load generator reports it.  No latency summary: a soak of up to a day
+        keeps no list of every call's latency."""
+        return LoadResult.measured("soak", ns.clients, self.calls, sum(self.errors.values()), ns.duration, [], cpu_s,
+                                   wall_s, mismatched=self.mismatched, errors_by_kind=dict(self.errors),
+                                   model=ns.model, delay=ns.delay)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -136,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     middle, ref = start("pyorb.servers.middle", "--sink", sink_ior, "--model", ns.model)
     try:
         procs = {"middle": psutil.Process(middle.pid), "sink": psutil.Process(sink.pid)}
+        cpu, wall = time.process_time(), time.perf_counter()
         tally, samples = asyncio.run(run(ns, ref, procs))
+        result = tally.result(ns, time.process_time() - cpu, time.perf_counter() - wall)
     finally:
         for proc in (middle, sink):
             proc.communicate(timeout=30)  # closes stdin: the servers stop
@@ -154,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns.markdown.write_text(f"Command: `{cmd}`\n\nMachine: {platform.machine()}, {psutil.cpu_count()} CPUs, "
                                f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
                                + md.export_text() + "\n")
-    ok = sum(tally.errors.values()) == 0 and tally.mismatched == 0 and tally.calls > 0
+    result.emit()
+    ok = result.errors == 0 and tally.mismatched == 0 and result.calls > 0
     return 0 if ok else 1
 
 

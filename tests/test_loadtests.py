@@ -211,4 +211,6 @@ def test_bench_locator_runs_both_models_and_prints_the_ratio() -> None:
     runs = json.loads(done.stdout.strip().splitlines()[-1])["runs"]
     for model in ("single", "locator"):
         (run,) = runs[model]
-        assert run["errors"] == 0 and run["calls"] > 50, run
+        result = LoadResult.from_dict(run)  # what every generator reports
+        assert result.mode == model and result.errors == 0 and result.calls > 50, run
+        assert result.latency_ms["p50_ms"] > 0 and result.extra["rss_after_mb"] > 0, run

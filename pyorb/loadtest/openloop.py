@@ -7,16 +7,30 @@ seconds, spread round-robin over ``connections`` client connections) for
 ``seconds``, and each outcome is recorded: a reply, TRANSIENT (the server
 shed the call), TIMEOUT (the call's ``timeout`` passed first), or another
 error.  Bounded in count (``rate * seconds`` calls) and time (``seconds +
-timeout`` and a grace).
+timeout`` and a grace).  :func:`offer` reports a
+:class:`~pyorb.loadtest.stats.LoadResult`, as every load generator of pyorb
+does: ``calls`` are the replies inside the schedule (its ``throughput`` is
+the goodput), ``errors`` every call not replied to, and ``extra`` the
+open loop's own counts (:data:`EXTRA_KEYS`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from pyorb.loadtest.stats import LoadResult, latency_summary
+
+MODE = "open-loop"
+"""The ``mode`` of the results :func:`offer` reports."""
+
+EXTRA_KEYS = ("offered", "sent", "replied", "warmup", "steady", "steady_goodput", "shed", "shed_p50_ms", "timeouts",
+              "other_errors")
+"""What an open-loop result adds to a :class:`LoadResult`: the rate asked for, the calls sent, the replies
+(also those after the schedule), the warm-up, the replies after it and their rate, the shed calls (TRANSIENT)
+and the median time to refuse one (None with none), the calls whose timeout passed, the other errors."""
 
 GRACE_S = 1.0
 """Seconds past the last call's timeout after which an unanswered call counts as a timeout."""
@@ -44,30 +58,17 @@ class Outcomes:
     errors: int = 0
 
     @property
-    def goodput(self) -> float:
-        """Replies per second while the schedule ran."""
-        return self.in_window / self.seconds
-
-    @property
     def steady_goodput(self) -> float:
         """Replies per second from ``warmup`` seconds into the schedule to its end."""
         return self.steady / (self.seconds - self.warmup)
 
-    def ok_quantile(self, q: float) -> float:
-        """The ``q`` quantile (0..1) of the replied calls' latency; 0 with none."""
-        return _quantile(self.ok, q)
-
-    def shed_quantile(self, q: float) -> float:
-        """The ``q`` quantile of how long a shed call took to be refused; 0 with none."""
-        return _quantile(self.shed, q)
-
-
-def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=1000, method="inclusive")[min(998, max(0, round(q * 1000) - 1))]
+    def result(self, connections: int, cpu_s: float, wall_s: float) -> LoadResult:
+        """These outcomes as every generator reports them (see the module's doc)."""
+        return LoadResult.measured(
+            MODE, connections, self.in_window, len(self.shed) + self.timeouts + self.errors, self.seconds, self.ok,
+            cpu_s, wall_s, offered=self.offered, sent=self.sent, replied=len(self.ok), warmup=self.warmup,
+            steady=self.steady, steady_goodput=self.steady_goodput, shed=len(self.shed),
+            shed_p50_ms=latency_summary(self.shed)["p50_ms"], timeouts=self.timeouts, other_errors=self.errors)
 
 
 async def _one(sink: Any, token: int, timeout: float, out: Outcomes, end: float, warm: float) -> None:
@@ -115,10 +116,11 @@ async def _schedule(sinks: list[Any], rate: float, seconds: float, timeout: floa
 
 
 async def offer(ref: str, rate: float, seconds: float, connections: int = 16, timeout: float = 2.0,
-                warmup: float = 0.0) -> Outcomes:
+                warmup: float = 0.0) -> LoadResult:
     """Send ``rate`` calls per second to the sink ``ref`` for ``seconds`` over
     ``connections`` connections, each call with ``timeout``; what became of
-    them (replies from ``warmup`` seconds on also count as steady)."""
+    them (replies from ``warmup`` seconds on also count as steady), with this
+    process's CPU and wall time over the schedule."""
     import pyorb
     from pyorb.idl import bench_idl
 
@@ -132,7 +134,9 @@ async def offer(ref: str, rate: float, seconds: float, connections: int = 16, ti
         sinks = [c.resolve(ref, iface) for c in clients]
         # Connected before the clock starts (a call shed now has connected too).
         await asyncio.gather(*(s.work(0, timeout=max(timeout, 10.0)) for s in sinks), return_exceptions=True)
-        return await _schedule(sinks, rate, seconds, timeout, warmup)
+        cpu, wall = time.process_time(), time.perf_counter()
+        out = await _schedule(sinks, rate, seconds, timeout, warmup)
+        return out.result(connections, time.process_time() - cpu, time.perf_counter() - wall)
     finally:
         await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
 

@@ -1,10 +1,13 @@
 """What a load generator measured: one result type and the one JSON line every generator prints.
 
 pyorb's generator (:mod:`pyorb.loadtest.generator`), omniORBpy's
-(:mod:`pyorb.loadtest.omni_generator`) and the bare floor client
-(``benchmarks.bare_sink_client``) all report a :class:`LoadResult`, printed
-by :meth:`LoadResult.emit` as their last stdout line; whoever runs them
-reads it back with :func:`read_result`.  Standard library only.
+(:mod:`pyorb.loadtest.omni_generator`), the bare floor client
+(``benchmarks.bare_sink_client``), the open-loop generator
+(:mod:`pyorb.loadtest.openloop`) and the in-process loops of the soak, the
+shed-cost and the locator benchmarks all report a :class:`LoadResult`; one
+printed by :meth:`LoadResult.emit` as a generator's last stdout line (or
+written with :meth:`LoadResult.as_dict`) is read back with
+:func:`read_result` (or :meth:`LoadResult.from_dict`).  Standard library only.
 """
 
 from __future__ import annotations
