@@ -4,7 +4,7 @@ Each twin must give exactly what its Python original gives (equal values of
 the same types, the same bytes) or raise the same exception with the same
 message, on generated messages, their mutations and arbitrary bytes.  The
 tests run whenever the extension is built, whichever path the process uses
-(the originals are kept in ``twins.ORIGINALS``),
+(the registry keeps the originals: ``pyorb._accelerator.TWINS``),
 and ``GIOPConnection``'s per-read methods must give the same events and leave
 the same state on any sequence of reads.
 """
@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pyorb import _accelerator
 from pyorb.giop import (
     CLOSED, GIOP_1_2, NEED_DATA, GIOPConnection, ProtocolError, Reply, ReplyStatus, Request, Role, ServiceContext, codec,
-    connection, encode, twins,
+    connection, encode,
 )
 
 cframing = pytest.importorskip("pyorb.giop._cframing", reason="the compiled accelerator is not built")
@@ -50,8 +51,15 @@ def outcome(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
     return "value", (value, type(value))
 
 
+def original(name: str) -> Any:
+    """The Python original of ``_cframing``'s twin ``name``, as the registry keeps every twin's."""
+    (found,) = [t.original for t in _accelerator.TWINS.values()
+                if t.native == "pyorb.giop._cframing" and t.name == name]
+    return found
+
+
 def same(name: str, *args: Any) -> None:
-    python, compiled = twins.ORIGINALS[name], getattr(cframing, name)
+    python, compiled = original(name), getattr(cframing, name)
     assert outcome(compiled, *args) == outcome(python, *args), (name, args)
 
 
@@ -142,7 +150,7 @@ def _connection_state(conn: GIOPConnection) -> tuple[object, ...]:
 
 def next_common_same(role: Role, data: bytes, code_sets_chosen: bool = True, max_size: int = 1 << 20) -> None:
     """Both versions of ``_next_common`` on two connections fed ``data``: the same message and state after."""
-    python, compiled = twins.ORIGINALS["_next_common"], cframing._next_common
+    python, compiled = original("_next_common"), cframing._next_common
     results = []
     for fn in (python, compiled):
         conn = GIOPConnection(role, max_message_size=max_size)
@@ -178,7 +186,7 @@ def test_next_common_leaves_what_the_general_path_must_see() -> None:
     conn.receive_data(request[:20])
     assert conn.next_event() is NEED_DATA and conn._header is not None
     conn.receive_data(request[20:])
-    assert cframing._next_common(conn) is None and twins.ORIGINALS["_next_common"](conn) is None
+    assert cframing._next_common(conn) is None and original("_next_common")(conn) is None
     assert conn.next_event() == codec.decode(request[:12], request[12:])
 
 
@@ -186,8 +194,8 @@ def reads_same(role: Role, chunks: list[bytes | bytearray], eof: bool, max_size:
     """The Python and the compiled ``receive_data``/``next_event`` on two connections
     fed the same reads: the same events (or errors) and the same state after each."""
     results = []
-    for receive, next_event in ((twins.ORIGINALS["GIOPConnection.receive_data"],
-                                 twins.ORIGINALS["GIOPConnection.next_event"]),
+    for receive, next_event in ((original("GIOPConnection.receive_data"),
+                                 original("GIOPConnection.next_event")),
                                 (cframing.receive_data, cframing.next_event)):
         conn = GIOPConnection(role, max_message_size=max_size)
         conn.code_sets_chosen = True
