@@ -61,7 +61,8 @@ def accelerated() -> bool:
     """True if this process runs pyorb's compiled accelerator (C twins of its per-message
     functions, built at install), False if pure Python.
 
-    ``pyorb._accelerator.status()`` says why; ``PYORB_NO_EXTENSIONS=1`` in the
+    ``pyorb._accelerator.status()`` says why, and ``pyorb._accelerator.TWINS``
+    which twin is in place of which original; ``PYORB_NO_EXTENSIONS=1`` in the
     environment selects pure Python.
     """
     from pyorb import _accelerator
