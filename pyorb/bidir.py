@@ -81,6 +81,12 @@ class BidirRequests(RequestHandler):
     def message_received(self, message: Message) -> None:
         kind = type(message)
         if kind is Request:
+            if self.draining:
+                # Read only for the replies to our calls: not run, and never answered, so the
+                # CloseConnection that ends the drain tells the peer to send it again elsewhere.
+                log.debug("%s request %d from %s not run: the server is closing",
+                          message.operation, message.request_id, self.peer)  # type: ignore[union-attr]
+                return
             if self._accept is not None and message.service_contexts:  # type: ignore[union-attr]
                 self._offered(message)  # type: ignore[arg-type]
             RequestHandler.message_received(self, message)
@@ -88,6 +94,8 @@ class BidirRequests(RequestHandler):
             # CloseConnection: the peer runs none of our pending calls (they may be retried), and
             # answers no more; our own incoming calls still running are dropped as the connection closes.
             self.client.message_received(message)
+            if self.draining and self.settled:  # the last reply a closing server waited for
+                self.close_idle()
         else:  # LocateRequest, CancelRequest
             RequestHandler.message_received(self, message)
 
@@ -115,6 +123,17 @@ class BidirRequests(RequestHandler):
         self.listen_points = points
         assert self._accept is not None
         self._accept(self.client, points)
+
+    @property
+    def awaits_replies(self) -> bool:
+        return bool(self.client.pending)
+
+    def drain(self) -> None:
+        """As a server connection drains, but reading on: the replies to this end's
+        calls come in on it, and the requests still running may be waiting for them."""
+        self.draining = True
+        if self.settled:
+            self.close_idle()
 
     def closed(self, exc: BaseException | None) -> None:
         self.client.closed(exc)  # our calls fail, and no route leads here any more

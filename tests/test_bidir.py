@@ -389,3 +389,40 @@ async def test_a_reply_sent_to_an_accepting_server_before_any_offer_breaks_the_c
             assert events == ["MessageError"]
         finally:
             writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_server_closing_with_grace_lets_a_pending_callback_answer_its_clients_call(
+        callbacks: pyorb.Server) -> None:
+    """The call in flight waits for its callback's reply: the drain must keep reading it."""
+    slow = Listener(delay=0.5)
+    servant = Registry(timeout=30.0)
+    async with pyorb.Client(bidirectional=callbacks) as client:
+        server = pyorb.Server(bidirectional=True)
+        await server.start()
+        try:
+            pending = await pending_callback(server, client, callbacks, servant, slow)
+        finally:
+            await server.close(grace=30.0)
+        assert pending.done()  # close returned once the connection had answered it, well before the grace
+        assert pending.result() == "heard never"
+        assert servant.outcomes == []
+
+
+@pytest.mark.asyncio
+async def test_a_server_closing_with_grace_waits_for_a_callback_no_request_awaits(callbacks: pyorb.Server) -> None:
+    """A callback the server made on its own (no request of the client in flight) gets the grace too."""
+    slow = Listener(delay=0.5)
+    servant = Registry()
+    async with pyorb.Client(bidirectional=callbacks) as client:
+        server = pyorb.Server(bidirectional=True)
+        await server.start()
+        try:
+            reg = await registry(server, client, servant)
+            await reg.subscribe(listener_ref(callbacks, client, slow))
+            callback = asyncio.ensure_future(servant.kept.notify("alone", timeout=30.0))
+            await until(lambda: slow.heard == ["alone"], "called back")
+        finally:
+            await server.close(grace=30.0)
+        assert callback.done()
+        assert callback.result() == "heard alone"

@@ -235,11 +235,23 @@ class ServerConnection:
     def request_finished(self, request_id: int) -> None:
         self.load.finished(self)
 
+    @property
+    def awaits_replies(self) -> bool:
+        """True while calls this end sent on the connection await their replies
+        (a bidirectional connection's callbacks): its peer, serving them, may
+        send nothing for a long time, and the replies must still be read."""
+        return False
+
+    @property
+    def settled(self) -> bool:
+        """Nothing runs for the peer and nothing awaits its reply: a draining connection may close."""
+        return self.in_flight == 0 and not self.awaits_replies
+
     def drain(self) -> None:
         """Take no new requests; close with CloseConnection once the last is answered."""
         self.draining = True
         self.hold_reading(DRAINING)
-        if self.in_flight == 0:
+        if self.settled:
             self.close_idle()
 
     def close_idle(self, linger: bool = True) -> None:

@@ -77,7 +77,7 @@ class ServerLoad:
             if held.in_flight < self.max_per_connection and self.total < self.max_total:
                 self.held.discard(held)
                 held.release_reading(LOAD)
-        if conn.draining and conn.in_flight == 0:
+        if conn.draining and conn.settled:
             conn.close_idle()
 
     def forget(self, conn: ServerConnection) -> None:

@@ -58,13 +58,6 @@ class ProxyMaker(Protocol):
     async def close(self) -> None: ...
 
 
-def _awaits_replies(conn: ServerConnection) -> bool:
-    """True while calls this end sent on ``conn`` await their replies (a bidirectional
-    connection's callbacks, pending on its transport): its client, serving them, may send
-    nothing for a long time."""
-    return bool(getattr(conn.wire, "pending", None))
-
-
 class CallbackRoutes(Protocol):
     """What a server that accepts bidirectional GIOP needs of its client:
     calls to a listen point a connection offered go over that connection
@@ -486,7 +479,7 @@ class Server:
             await asyncio.sleep(min(idle / 4, 10.0))
             now = loop.time()
             for conn in list(self.connections):
-                if conn.in_flight == 0 and not conn.core.in_progress and not _awaits_replies(conn) \
+                if conn.settled and not conn.core.in_progress \
                         and now - conn.last_activity > idle:
                     log.info("closing connection from %s: idle for %.0f s", conn.peer, now - conn.last_activity)
                     conn.close_idle()
@@ -502,7 +495,12 @@ class Server:
         elsewhere or later: TRANSIENT, completed NO).  Connections with
         requests in flight read no more requests and get up to ``grace``
         seconds to answer them before CloseConnection; after that they are
-        closed and late replies are dropped.
+        closed and late replies are dropped.  A bidirectional connection
+        whose callbacks (this server's calls to its client) await replies
+        is busy too: it keeps reading, for those replies, and gets the same
+        ``grace``; the requests it reads meanwhile do not run, and its
+        CloseConnection tells the client to send them again.  Callbacks
+        still unanswered when it closes fail with COMM_FAILURE, completed MAYBE.
         """
         if not self._started:
             return
@@ -522,7 +520,8 @@ class Server:
             await asyncio.wait(busy, timeout=grace)
         for conn in conns:
             if conn.is_open:
-                log.warning("closing connection from %s with %d requests unanswered", conn.peer, conn.in_flight)
+                log.warning("closing connection from %s with %d requests unanswered%s", conn.peer, conn.in_flight,
+                            " and callbacks awaiting replies" if conn.awaits_replies else "")
                 for task in list((conn.tasks or {}).values()):
                     task.cancel()
                 conn.close()
