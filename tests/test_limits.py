@@ -6,6 +6,7 @@ The server runs on its own loop thread; each pyorb ``Client`` is one connection.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from typing import Any, Iterator
@@ -14,6 +15,8 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.giop.connection import GIOPConnection, Role
+from pyorb.giop.messages import GIOP_1_2, NEED_DATA, Request
 from pyorb.idl import bench_idl
 from pyorb.testing import LoopThread
 from pyorb.testing.waiting import wait_until
@@ -537,3 +540,52 @@ async def test_cancel_request_drops_calls_still_queued_for_a_pool(serve: Any, cl
     assert ran == [0, 9]  # the cancelled calls never ran
     (op,) = running.server.stats().operations
     assert op.in_flight == 0 and op.dropped == 5
+
+
+class _ConnectsAsItCloses:
+    """A server's listener that, told to close, first has a client connect and send a request:
+    the connection the kernel completes at the last instant before the listening socket goes."""
+
+    def __init__(self, listener: Any, port: int, request: bytes) -> None:
+        self.listener, self.port, self.request = listener, port, request
+        self.raw: list[socket.socket] = []
+
+    @property
+    def sockets(self) -> Any:
+        return self.listener.sockets
+
+    def close(self) -> None:
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.raw.append(raw)
+        raw.sendall(self.request)
+        self.listener.close()
+
+    async def wait_closed(self) -> None:
+        await self.listener.wait_closed()
+
+
+@pytest.mark.asyncio
+async def test_a_connection_made_as_the_listener_closes_is_told_to_retry_not_reset() -> None:
+    """Stopping accepting and closing the listening socket are apart in time: a connection the kernel
+    completes in between is accepted and told CloseConnection (its request ran not), never reset."""
+    request = GIOPConnection(Role.CLIENT).send(Request(4, 3, b"sink", "_non_existent", b"", (), GIOP_1_2, True))
+    server = pyorb.Server(host="127.0.0.1")
+    await server.start()
+    hook = _ConnectsAsItCloses(server._listeners[0], server.port, request)
+    server._listeners[0] = hook
+    try:
+        await server.close(grace=1.0)
+    finally:
+        await server.close()
+    [raw] = hook.raw
+    with raw:
+        raw.setblocking(False)
+        core, events = GIOPConnection(Role.CLIENT), []
+        loop = asyncio.get_running_loop()
+        while not events:
+            chunk = await asyncio.wait_for(loop.sock_recv(raw, 65536), 10)
+            assert chunk, "the connection ended without CloseConnection"
+            core.receive_data(chunk)
+            while (event := core.next_event()) is not NEED_DATA:
+                events.append(type(event).__name__)
+    assert events == ["CloseConnection"]

@@ -399,25 +399,38 @@ class Server:
         self.connections.add(conn)
         return wire
 
-    async def _turn_away_backlog(self) -> None:
-        """Accept what the kernel already accepted for us, to send it CloseConnection.
+    def _stop_listening(self) -> list[socket.socket]:
+        """Stop accepting, and take what the kernel had already accepted for us.
 
         Closing a listening socket resets the connections still in its accept
         queue; their clients may already have sent requests and could only
-        report COMM_FAILURE, completed MAYBE.  Accepted here and turned away
-        (the server is closing), they retry elsewhere instead."""
-        loop = asyncio.get_running_loop()
-        accepted: list[socket.socket] = []
+        report COMM_FAILURE, completed MAYBE.  A duplicate of each socket keeps
+        it listening while the event loop lets go of it, so nothing queued
+        meanwhile is reset; the queue is then emptied and the socket closed
+        with no await in between, so only a connection completed in the
+        instant between the last accept and the close can still be reset.
+        :meth:`_turn_away` tells those taken to retry."""
+        held: list[socket.socket] = []
         for listener in self._listeners:
-            for listening in listener.sockets:
-                with socket.socket(fileno=os.dup(listening.fileno())) as dup:
-                    dup.setblocking(False)
-                    while True:
-                        try:
-                            sock, _ = dup.accept()
-                        except OSError:  # nothing more waiting (BlockingIOError), or the socket is gone
-                            break
-                        accepted.append(sock)
+            held += [socket.socket(fileno=os.dup(listening.fileno())) for listening in listener.sockets]
+            listener.close()
+        for tls_listener in self._tls_listeners:
+            tls_listener.close()
+        accepted: list[socket.socket] = []
+        for dup in held:
+            with dup:
+                dup.setblocking(False)
+                while True:
+                    try:
+                        sock, _ = dup.accept()
+                    except OSError:  # nothing more waiting (BlockingIOError), or the socket is gone
+                        break
+                    accepted.append(sock)
+        return accepted
+
+    async def _turn_away(self, accepted: list[socket.socket]) -> None:
+        """Connections accepted as the server closes get CloseConnection: their clients retry elsewhere."""
+        loop = asyncio.get_running_loop()
         for sock in accepted:
             try:
                 await loop.connect_accepted_socket(self._make_connection, sock)
@@ -505,11 +518,7 @@ class Server:
         if not self._started:
             return
         self._closing = True
-        await self._turn_away_backlog()
-        for listener in self._listeners:
-            listener.close()
-        for tls_listener in self._tls_listeners:
-            tls_listener.close()
+        await self._turn_away(self._stop_listening())
         if self._sweeper is not None:
             self._sweeper.cancel()
         conns = list(self.connections)
