@@ -176,6 +176,8 @@ class BidirConnection(ClientConnection):
             self.core.make_bidirectional()
         else:
             self._cause = _CLIENT_CLOSED
+            self.callee = "the client that opened the connection"
+            self.caller = "this server"
 
     def close(self) -> None:
         if self.is_open and self._cause is _CLIENT_CLOSED:

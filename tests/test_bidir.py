@@ -23,7 +23,8 @@ from pyorb.giop.connection import GIOPConnection, Role
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.ior import IOR
 from pyorb.testing.certs import TestPKI, make_pki
-from pyorb.giop.messages import GIOP_1_0, GIOP_1_2, NEED_DATA, Reply, ReplyStatus, Request, ServiceContext
+from pyorb.giop.messages import GIOP_1_0, GIOP_1_2, NEED_DATA, MessageError, Reply, ReplyStatus, Request, \
+    ServiceContext
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
@@ -170,7 +171,7 @@ async def test_a_client_closing_fails_the_servers_pending_callback(callbacks: py
 
 
 @pytest.mark.asyncio
-async def test_the_servers_failed_callback_says_the_client_that_opened_the_connection_closed_it(
+async def test_the_servers_failed_callback_says_the_client_that_opened_the_connection_closed_it_and_may_have_run_it(
         callbacks: pyorb.Server) -> None:
     servant = Registry(timeout=30.0)
     async with pyorb.Server(bidirectional=True) as server:
@@ -180,8 +181,9 @@ async def test_the_servers_failed_callback_says_the_client_that_opened_the_conne
             await pending
         await until(lambda: servant.texts, "failed")
     [text] = servant.texts
-    assert "(the client that opened it closed it)" in text, text
-    assert "the server closed it" not in text
+    assert "(the client that opened it closed it); the client that opened the connection may have run the call" \
+        in text, text
+    assert "the server" not in text
 
 
 @pytest.mark.asyncio
@@ -426,3 +428,20 @@ async def test_a_server_closing_with_grace_waits_for_a_callback_no_request_await
             await server.close(grace=30.0)
         assert callback.done()
         assert callback.result() == "heard alone"
+
+
+@pytest.mark.asyncio
+async def test_a_message_error_from_the_offering_client_is_named_as_the_clients_in_the_servers_callback(
+        callbacks: pyorb.Server) -> None:
+    servant = Registry(timeout=30.0)
+    async with pyorb.Server(bidirectional=True) as server, pyorb.Client(bidirectional=callbacks) as client:
+        pending = await pending_callback(server, client, callbacks, servant, Listener(delay=30.0))
+        [offered] = client._conns.values()
+        offered.send(offered.core.send(MessageError()))  # as a client that could not read the callback would
+        with pytest.raises(CORBA.SystemException):
+            await asyncio.wait_for(pending, 10)
+        await until(lambda: servant.texts, "failed")
+    [text] = servant.texts
+    assert "(the client that opened the connection sent MessageError: it could not read a message of this server)" \
+        in text, text
+    assert "the server" not in text

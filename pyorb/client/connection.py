@@ -46,6 +46,10 @@ class ClientConnection(GIOPProtocol):
         """A context sent with the next request only (the BI_DIR_IIOP offer of a bidirectional connection)."""
         self._cause = _SERVER_CLOSED
         """Why the connection ended, for the texts of the calls it fails."""
+        self.callee = "the server"
+        """Who runs the calls sent on this connection, as their texts name it."""
+        self.caller = "this client"
+        """This end, as those texts name it."""
         self.refused: CORBA.SystemException | None = None
         """Set when the server refused the TLS handshake."""
         self._tls13 = False
@@ -119,8 +123,8 @@ class ClientConnection(GIOPProtocol):
             for inv in pending.values():
                 inv.connection_closed_unanswered()
         elif type(message) is MessageError:
-            log.warning("server %s reported a MessageError", self.peer)
-            self._cause = "the server sent MessageError: it could not read a message of this client"
+            log.warning("%s %s reported a MessageError", self.callee, self.peer)
+            self._cause = f"{self.callee} sent MessageError: it could not read a message of {self.caller}"
             self._fail_all()
             self.close()
 
@@ -139,7 +143,7 @@ class ClientConnection(GIOPProtocol):
             if refused is not None:
                 inv.lost(type(refused)(refused.minor, refused.completed, refused._info))
             else:
-                inv.lost(errors.connection_lost(inv.op.name, inv.route, self._cause))
+                inv.lost(errors.connection_lost(inv.op.name, inv.route, self._cause, self.callee))
 
     def closed(self, exc: BaseException | None) -> None:
         if exc is not None:

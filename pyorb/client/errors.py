@@ -103,12 +103,15 @@ def served_deadline_passed(op: str, left: float) -> CORBA.SystemException:
                          "ago (Config.propagate_deadlines)")
 
 
-def connection_lost(op: str, route: Route | None, cause: str) -> CORBA.SystemException:
-    """COMM_FAILURE (completed MAYBE) for a call whose connection broke before the reply."""
+def connection_lost(op: str, route: Route | None, cause: str, callee: str = "the server") -> CORBA.SystemException:
+    """COMM_FAILURE (completed MAYBE) for a call whose connection broke before the reply.
+
+    ``callee`` names who runs the call: on the accepting end of a bidirectional
+    connection, the client that opened it."""
     where = f" to {address(route.endpoint)}" if route is not None else ""
     return CORBA.COMM_FAILURE(omniORB.COMM_FAILURE_WaitingForReply, CORBA.COMPLETED_MAYBE,
                               f"the connection{where} broke while {op} awaited its reply ({cause}); "
-                              "the server may have run the call")
+                              f"{callee} may have run the call")
 
 
 def not_sent(op: str, route: Route | None, cause: str) -> CORBA.SystemException:
