@@ -30,7 +30,11 @@ final class JacPeer {
     static void serve(ORB orb, Servant servant) throws Exception {
         POA root = POAHelper.narrow(orb.resolve_initial_references("RootPOA"));
         root.the_POAManager().activate();
-        org.omg.CORBA.Object ref = root.servant_to_reference(servant);
+        serve(orb, root.servant_to_reference(servant));
+    }
+
+    /** Prints ``ref``'s IOR, and serves until stdin closes. */
+    static void serve(ORB orb, org.omg.CORBA.Object ref) throws Exception {
         System.out.println(orb.object_to_string(ref));
         System.out.flush();
         Thread serving = new Thread(orb::run);
