@@ -90,6 +90,17 @@ async def pending_callback(server: pyorb.Server, client: pyorb.Client, callbacks
     return pending
 
 
+async def closing_with_a_callback_pending(client: pyorb.Client, callbacks: pyorb.Server, servant: Registry,
+                                          slow: Listener, grace: float) -> asyncio.Future[Any]:
+    """The client's call_kept, waiting for its callback to ``slow``, once a server closed with ``grace``."""
+    server = pyorb.Server(bidirectional=True)
+    await server.start()
+    try:
+        return await pending_callback(server, client, callbacks, servant, slow)
+    finally:
+        await server.close(grace=grace)
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as s:
@@ -362,12 +373,7 @@ async def test_a_server_closing_with_a_callback_pending_fails_the_clients_call(c
     slow = Listener(delay=30.0)
     servant = Registry(timeout=30.0)
     async with pyorb.Client(bidirectional=callbacks) as client:
-        server = pyorb.Server(bidirectional=True)
-        await server.start()
-        try:
-            pending = await pending_callback(server, client, callbacks, servant, slow)
-        finally:
-            await server.close(grace=0.5)
+        pending = await closing_with_a_callback_pending(client, callbacks, servant, slow, grace=0.5)
         with pytest.raises((CORBA.COMM_FAILURE, CORBA.TRANSIENT)) as raised:
             await asyncio.wait_for(pending, 10)
         assert raised.value.completed in (CORBA.COMPLETED_MAYBE, CORBA.COMPLETED_NO)
@@ -400,12 +406,7 @@ async def test_a_server_closing_with_grace_lets_a_pending_callback_answer_its_cl
     slow = Listener(delay=0.5)
     servant = Registry(timeout=30.0)
     async with pyorb.Client(bidirectional=callbacks) as client:
-        server = pyorb.Server(bidirectional=True)
-        await server.start()
-        try:
-            pending = await pending_callback(server, client, callbacks, servant, slow)
-        finally:
-            await server.close(grace=30.0)
+        pending = await closing_with_a_callback_pending(client, callbacks, servant, slow, grace=30.0)
         assert pending.done()  # close returned once the connection had answered it, well before the grace
         assert pending.result() == "heard never"
         assert servant.outcomes == []

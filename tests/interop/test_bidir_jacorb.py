@@ -13,7 +13,6 @@ namespaces cannot be made these tests are skipped.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Iterator
@@ -21,7 +20,7 @@ from typing import Iterator
 import pytest
 
 from pyorb.testing import netns
-from tests.interop.test_bidir_omnicxx import CALL_TIMEOUT, PYORB_PEER, Hosts
+from tests.interop.test_bidir_omnicxx import CALL_TIMEOUT, PYORB_PEER, Hosts, outcome
 
 pytestmark = pytest.mark.interop
 
@@ -45,10 +44,7 @@ def jacorb_calls_back(hosts: Hosts, classpath: str, *options: str) -> dict[str, 
                          timeout=CALL_TIMEOUT)
     finally:
         started.stop()
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"the JacORB client printed nothing (rc {done.returncode}): {done.stderr[-3000:]}"
-    outcome: dict[str, object] = json.loads(lines[-1])
-    return outcome
+    return outcome(done, "JacORB")
 
 
 def test_a_jacorb_clients_callback_comes_over_its_connection(hosts: Hosts, jacorb_classpath: str) -> None:

@@ -108,10 +108,15 @@ def call_back(hosts: Loopback | Hosts, cxx_peer: Path, server: str, client: str,
                                     *hosts.client_options(), *options], timeout=CALL_TIMEOUT)
     finally:
         started.stop()
+    return outcome(done, client)
+
+
+def outcome(done: subprocess.CompletedProcess[str], client: str) -> dict[str, object]:
+    """The JSON line a ``client`` peer printed last."""
     lines = done.stdout.strip().splitlines()
     assert lines, f"{client} client printed nothing (rc {done.returncode}): {done.stderr[-3000:]}"
-    outcome: dict[str, object] = json.loads(lines[-1])
-    return outcome
+    result: dict[str, object] = json.loads(lines[-1])
+    return result
 
 
 PAIRS = [("omniORB C++", "pyorb"), ("pyorb", "omniORB C++")]
