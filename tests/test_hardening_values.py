@@ -140,7 +140,8 @@ def send_value(port: int, operation: str, body: bytes) -> bytes:
         return head + _read(sock, struct.unpack("<I" if head[6] & 1 else ">I", head[8:12])[0])
 
 
-@pytest.mark.parametrize("body", [hostile.deep_links(5), hostile.chunked_links(1)], ids=["plain", "chunked"])
+@pytest.mark.parametrize("body", [hostile.deep_links(5), hostile.chunked_links(1), hostile.chunked_links(3)],
+                         ids=["plain", "chunked", "chunked in chunked"])
 def test_a_hand_made_value_chain_is_taken(server: ServerProcess, body: bytes) -> None:
     # The attacks below differ from these bodies only in the rule they break.
     reply = send_value(server.port, "give_link", body)
@@ -299,7 +300,13 @@ def test_hostile_values_are_marshal_on_every_route(attack: str, in_any: bool, ve
         text = str(caught.value).replace("values of a recursive type nested", "values nested")
         return re.sub(r"-?\d+", "N", text)
 
-    assert refusal(in_any, version, fragmented, CHAR_SETS[char_set]) == refusal(False, GIOP_1_2, False, CS_UTF8)
+    got = refusal(in_any, version, fragmented, CHAR_SETS[char_set])
+    if attack == "chunked values 100000 deep" and (in_any or fragmented):
+        # pyorb's value reader takes nested chunked values as arguments, not in an any or GIOP 1.1
+        # fragments: there the second value is refused for being nested, before any bound.
+        assert "a chunked value inside a chunked value (offset N)" in got
+    else:
+        assert got == refusal(False, GIOP_1_2, False, CS_UTF8)
 
 
 # -- the attacker's way, live: raw GIOP without a CodeSets context, every strategy -----------

@@ -28,6 +28,7 @@ from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
 from pyorb.marshal.references import ObjrefConverter, _has_objref, from_omni, to_omni, value_holds_objref
 from pyorb.marshal.values import nested_value, resolve, values_can_nest
+from pyorb.marshal.valuereader import read_values
 from pyorb.marshal.valuewriter import write_values
 
 log = logging.getLogger(__name__)
@@ -272,7 +273,10 @@ class BodyCodec:
             return tuple(wide.from_giop11(d, v) for d, v in zip(self._descs, units))
         pad = align % 8
         if self._bounded or fragment_starts or (char_set != CS_UTF8 and self._strings):
-            body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
+            try:
+                body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
+            except layout.NestedValueError as exc:
+                return self._read_nested(body, pad, little_endian, bounds, char_set, exc)
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (cdr_unmarshal(self._read_descs[0], body, little_endian),)
@@ -305,6 +309,29 @@ class BodyCodec:
             # in 1.1 too once UTF-16 is negotiated, and cdrUnmarshal reads it.
             return layout.received(self._descs, body, little_endian, pad, bounds, fragment_starts=fragment_starts,
                                    text=text, giop_minor=2)
+        except layout.NestedValueError as exc:
+            if fragment_starts or not self._nesting:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}"
+                                    + (" (in GIOP 1.1 fragments, which pyorb's value reader does not take)"
+                                       if fragment_starts else "")) from None
+            raise  # read by pyorb's value reader
+        except ValueError as exc:
+            raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+
+    def _read_nested(
+        self, body: bytes, pad: int, little_endian: bool, bounds: layout.Bounds, char_set: int,
+        found: layout.NestedValueError,
+    ) -> tuple[Any, ...]:
+        """A body holding a chunked value inside a chunked value (``found`` says where), read by
+        pyorb's value reader (omniORB's unmarshaler aborts on one); its leaves still by omniORB."""
+
+        def leaf(desc: Descriptor, octets: bytes, align: int) -> Any:
+            return _leaf_codec(desc).unpack(octets, align, little_endian, (), bounds, char_set)[0]
+
+        try:
+            return read_values(self._descs, body, pad, little_endian, bounds, leaf)
+        except layout.NestedValueError:  # in an any, which the reader leaves to omniORB: the walk's refusal
+            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {found}") from None
         except ValueError as exc:
             raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
 
@@ -314,12 +341,17 @@ _leaf_codecs: dict[int, tuple[Descriptor, BodyCodec]] = {}
 
 def _leaf(desc: Descriptor, value: Any, align: int, little_endian: bool) -> bytes:
     """One value holding no value type, marshaled by omniORB from ``align`` (the value writer's leaves)."""
+    return _leaf_codec(desc).pack((value,), align, little_endian)
+
+
+def _leaf_codec(desc: Descriptor) -> BodyCodec:
+    """The codec of one type holding no value type (the value writer's and reader's leaves)."""
     hit = _leaf_codecs.get(id(desc))
     if hit is None:  # descriptors are long-lived: cached by identity, the entry keeps one alive
         if len(_leaf_codecs) > 4096:
             _leaf_codecs.clear()
         hit = _leaf_codecs[id(desc)] = (desc, BodyCodec((desc,)))
-    return hit[1].pack((value,), align, little_endian)
+    return hit[1]
 
 
 def _undecodable(exc: Exception) -> CORBA.SystemException:

@@ -90,3 +90,50 @@ def test_references_inside_values_with_omniorbpy(omni_server: Any, version: Vers
         nested = client.resolve(server.ior, Values.Nested)
         echo = client.resolve(echo_server.ior, Values.Echo)
         assert values_servant.reference_calls(nested, echo) == values_servant.REFERENCE_EXPECTED
+
+
+def serve_values(servant: str) -> ServerProcess:
+    return ServerProcess([sys.executable, "-m", "pyorb", "serve", f"{ROOT / 'tests/peers/values_servant.py'}:{servant}",
+                          "--idl", str(IDL), "--key", servant, "--stop-on-stdin-eof"])
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+def test_values_nested_in_values_pyorb_to_pyorb(version: Version, little_endian: bool) -> None:
+    # A chain, a cycle (one object again), a box, a derived and a truncatable value, nulls, and
+    # values in a struct and a sequence inside a value's state: written and read by pyorb both ways.
+    server = serve_values("Echo")
+    try:
+        with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+            echo = client.resolve(server.ior, Values.Echo)
+            assert values_servant.nested_echoes(echo) == values_servant.NESTED_ECHOES
+    finally:
+        server.stop()
+    assert server.proc.returncode in (0, None, -15), server.stderr
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+def test_values_nested_in_values_from_omniorbpy_server(omni_server: Any, version: Version,
+                                                       little_endian: bool) -> None:
+    # The omniORBpy server answers with the values nested as omniORB chunks them; pyorb reads them.
+    server = omni_server(str(IDL), "tests.peers.values_servant:Echo")
+    with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+        echo = client.resolve(server.ior, Values.Echo)
+        assert values_servant.nested_echoes(echo) == values_servant.NESTED_ECHOES
+
+
+@pytest.mark.parametrize("servant,function,expected", [
+    ("Echo", "omni_nested_echoes", values_servant.NESTED_ECHOES),
+    ("Nested", "omni_nested_calls", values_servant.NESTED_EXPECTED),
+], ids=["echoed", "plain results"])
+def test_values_nested_in_values_from_omniorbpy_client(omni_call: Any, servant: str, function: str,
+                                                       expected: dict[str, Any]) -> None:
+    server = serve_values(servant)
+    try:
+        got = omni_call(str(IDL), f"tests.peers.values_servant:{function}", server.corbaloc,
+                        interface=f"Values::{servant}")
+        assert got == expected
+    finally:
+        server.stop()
+    assert server.proc.returncode in (0, None, -15), server.stderr

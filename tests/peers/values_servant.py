@@ -53,6 +53,12 @@ class Echo(Values__POA.Echo):  # type: ignore[misc]
     def echo_twice(self, p: Any) -> Any:
         return [p, p]
 
+    def echo_labelled(self, labelled: Any) -> Any:
+        return labelled
+
+    def echo_bag(self, bag: Any) -> Any:
+        return bag
+
     def refuse(self, p: Any) -> None:
         raise Values.Refused(p)
 
@@ -107,6 +113,46 @@ def reference_calls(nested: Any, echo: Any) -> dict[str, Any]:
 
 REFERENCE_EXPECTED = {"sent": "through 3", "received": [5, "back"]}
 """What :func:`reference_calls` returns against a correct peer."""
+
+
+def nested_echoes(echo: Any) -> dict[str, Any]:
+    """Values nested in values sent through ``echo`` and answered back: what came back, JSON-able."""
+    out: dict[str, Any] = {}
+    got = echo.echo_chain(Values.Node(1, Values.Node(2, Values.Node(3, None))))
+    out["chain"] = [n.id for n in _nodes(got)]
+    cycle = Values.Node(7, None)
+    cycle.next = Values.Node(8, cycle)
+    got = echo.echo_chain(cycle)
+    out["cycle"] = [got.id, got.next.id, got.next.next is got]
+    shared = Values.Node(5, None)
+    got = echo.echo_labelled(Values.Labelled("lábel", Values.Point3(1, 2, "p3", 0.5), Values.Node(4, shared)))
+    out["labelled"] = [got.caption, type(got.at).__name__, got.at.z, [n.id for n in _nodes(got.chain)]]
+    got = echo.echo_labelled(Values.Labelled("t", Values.Tagged(1, 2, "t", "tag"), None))
+    out["truncatable"] = [type(got.at).__name__, got.at.tag, got.chain]
+    got = echo.echo_labelled(Values.Labelled(None, None, None))
+    out["nulls"] = [got.caption, got.at, got.chain]
+    p = Values.Point(3, 4, "in")
+    got = echo.echo_bag(Values.Bag(Values.Holder(9, p, "l"), [p, None, Values.Point(5, 6, "o")]))
+    out["bag"] = [got.held.flag, got.held.p.name, got.held.l, got.held.p is got.many[0], got.many[1],
+                  got.many[2].name]
+    return out
+
+
+NESTED_ECHOES = {
+    "chain": [1, 2, 3], "cycle": [7, 8, True], "labelled": ["lábel", "Point3", 0.5, [4, 5]],
+    "truncatable": ["Tagged", "tag", None], "nulls": [None, None, None], "bag": [9, "in", "l", True, None, "o"],
+}
+"""What :func:`nested_echoes` returns against a correct peer."""
+
+
+def omni_nested_echoes(orb: Any, obj: Any) -> dict[str, Any]:
+    """``omni_call`` entry: :func:`nested_echoes` from an omniORBpy client."""
+    return nested_echoes(obj)
+
+
+def omni_nested_calls(orb: Any, obj: Any) -> dict[str, Any]:
+    """``omni_call`` entry: :func:`nested_calls` from an omniORBpy client."""
+    return nested_calls(obj)
 
 
 NESTED_EXPECTED = {"chain": 3, "cycle": 2, "labelled": "lábel@at:[1, 2, 3]", "null members": "None@p3:[]"}

@@ -36,14 +36,14 @@ from pyorb.marshal.layout.kinds import (
     TV_FIXED, TV_FLOAT, TV_HOME, TV_INDIRECT, TV_LOCAL, TV_LONG, TV_LONGDOUBLE, TV_LONGLONG, TV_NATIVE, TV_NULL,
     TV_OBJREF, TV_OCTET, TV_PRINCIPAL, TV_SEQUENCE, TV_SHORT, TV_STRING, TV_STRUCT, TV_TYPECODE, TV_ULONG,
     TV_ULONGLONG, TV_UNION, TV_USHORT, TV_VALUE, TV_VALUE_BOX, TV_VOID, TV_WCHAR, TV_WSTRING, Layout, _U32,
-    _truncated,
+    NestedValueError, _truncated,
 )
 from pyorb.marshal.layout.nodes import _Counted, _Fixed, _Node, _Ref, _Seq, _Struct, _Union, _Unsupported
 from pyorb.marshal.layout.typecodes import _Any, _TypeCodeValue
 from pyorb.marshal.layout.valuetypes import _Value
 
 __all__ = [
-    "Bounds", "CDRLayoutError", "DEFAULT_BOUNDS", "Descriptor", "UnsupportedTypeError", "has_strings",
+    "Bounds", "CDRLayoutError", "DEFAULT_BOUNDS", "Descriptor", "NestedValueError", "UnsupportedTypeError", "has_strings",
     "needs_bounds", "realign_fragments", "received", "transcode_strings", "zero_padding", "TC_INDIRECTION", "TV_ABSTRACT",
     "TV_ALIAS", "TV_ANY", "TV_ARRAY", "TV_BOOLEAN", "TV_CHAR", "TV_COMPONENT", "TV_DOUBLE", "TV_ENUM",
     "TV_EVENT", "TV_EXCEPT", "TV_FIXED", "TV_FLOAT", "TV_HOME", "TV_INDIRECT", "TV_LOCAL", "TV_LONG",

@@ -118,5 +118,10 @@ class UnsupportedTypeError(NotImplementedError, ValueError):
     """
 
 
+class NestedValueError(CDRLayoutError):
+    """A chunked value inside a chunked value's state: well-formed, but a body
+    omniORB's unmarshaler cannot read (pyorb's value reader reads it)."""
+
+
 def _truncated(what: str) -> CDRLayoutError:
     return CDRLayoutError(f"CDR data ends inside {what}")

@@ -16,7 +16,7 @@ from typing import Callable, Literal
 
 from pyorb import _accelerator
 from pyorb.marshal.layout.cursors import _Frame, _Mover
-from pyorb.marshal.layout.kinds import CDRLayoutError, _truncated
+from pyorb.marshal.layout.kinds import CDRLayoutError, NestedValueError, _truncated
 from pyorb.marshal.layout.nodes import (
     _Array, _Counted, _Fixed, _Group, _Node, _Prim, _Ref, _STRING, _Seq, _Struct, _Union, _WChar, _wchar_key,
 )
@@ -82,8 +82,8 @@ class _Value(_Node):
             raise CDRLayoutError(f"an unchunked value inside a chunked one (offset {start})")
         if f.chunked:
             # omniORB's unmarshaler aborts the whole process on one (cdrValueChunkStream's assertions).
-            raise CDRLayoutError(f"a chunked value inside a chunked value (offset {start}): "
-                                 "omniORB's unmarshaler cannot read one")
+            raise NestedValueError(f"a chunked value inside a chunked value (offset {start}): "
+                                   "omniORB's unmarshaler cannot read one")
         f.values[start] = _VALUE
         if head & _CODEBASE:
             j = _string_or_indirection(f, j, _CODEBASE_URL)
@@ -144,8 +144,8 @@ class _Value(_Node):
         if m.chunks is not None:  # the in-place walk's texts
             if not head & _CHUNKED:
                 raise CDRLayoutError(f"an unchunked value inside a chunked one (offset {src})")
-            raise CDRLayoutError(f"a chunked value inside a chunked value (offset {src}): "
-                                 "omniORB's unmarshaler cannot read one")
+            raise NestedValueError(f"a chunked value inside a chunked value (offset {src}): "
+                                   "omniORB's unmarshaler cannot read one")
         m.values[src] = (out, _VALUE, ())
         if head & _CODEBASE:
             _move_string(m, _CODEBASE_URL)

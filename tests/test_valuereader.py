@@ -1,0 +1,165 @@
+"""pyorb's value reader: bodies holding a chunked value inside a chunked value's state.
+
+omniORB's in-memory unmarshaler aborts on those, so pyorb reads them itself
+(pyorb/marshal/valuereader.py): whatever pyorb's value writer writes comes
+back the same, shared and cyclic values as the same objects, and a body that
+breaks a rule of the encoding gets MARSHAL saying which.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omniORB import CORBA
+
+import pyorb
+from pyorb.marshal.body import BodyCodec
+from pyorb.marshal.layout import Bounds
+
+ROOT = Path(__file__).resolve().parents[1]
+Values = pyorb.load_idl(ROOT / "idl" / "values.idl").Values
+Hardening = pyorb.load_idl(ROOT / "idl" / "hardening.idl").Hardening
+TV_SEQUENCE = 19
+NODES = (TV_SEQUENCE, Values._d_Node, 0)
+
+VALUE_TAG, CHUNKED_TAG, INDIRECTION = 0x7FFFFF00, 0x7FFFFF08, 0xFFFFFFFF
+
+
+def roundtrip(desc: Any, value: Any, align: int, le: bool) -> Any:
+    codec = BodyCodec((desc,))
+    (got,) = codec.unpack(codec.pack((value,), align, le), align, le)
+    return got
+
+
+def cycle() -> Any:
+    first = Values.Node(7, None)
+    first.next = Values.Node(8, Values.Node(9, first))
+    return first
+
+
+@pytest.mark.parametrize("align", range(8))
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_chains_and_cycles_come_back(le: bool, align: int) -> None:
+    got = roundtrip(Values._d_Node, Values.Node(1, Values.Node(2, Values.Node(3, None))), align, le)
+    assert (got.id, got.next.id, got.next.next.id, got.next.next.next) == (1, 2, 3, None)
+    got = roundtrip(Values._d_Node, cycle(), align, le)
+    assert [got.id, got.next.id, got.next.next.id] == [7, 8, 9] and got.next.next.next is got
+
+
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_boxes_derived_truncatable_and_nulls_nested(le: bool) -> None:
+    tail = Values.Node(2, None)
+    got = roundtrip(Values._d_Labelled, Values.Labelled("lábel", Values.Point3(1, 2, "p", 0.5), Values.Node(1, tail)),
+                    3, le)
+    assert type(got.at) is Values.Point3 and (got.caption, got.at.z, got.chain.next.id) == ("lábel", 0.5, 2)
+    got = roundtrip(Values._d_Labelled, Values.Labelled(None, Values.Tagged(1, 2, "t", "tag"), None), 5, le)
+    assert type(got.at) is Values.Tagged and (got.caption, got.at.tag, got.chain) == (None, "tag", None)
+
+
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_values_in_a_struct_and_a_sequence_of_a_value(le: bool) -> None:
+    p = Values.Point(3, 4, "in")
+    got = roundtrip(Values._d_Bag, Values.Bag(Values.Holder(9, p, "l"), [p, None, Values.Point(5, 6, "o")]), 1, le)
+    assert (got.held.flag, got.held.p.name, got.held.l, got.many[1], got.many[2].name) == (9, "in", "l", None, "o")
+    assert got.held.p is got.many[0]
+
+
+def test_a_truncated_value_nested_skips_its_unknown_state() -> None:
+    # A Labelled whose ``at`` is of a type unknown here, truncatable to Values::Point: its own
+    # member (a string) is skipped by chunks, the Point part read.
+    def v32(n: int) -> bytes:
+        return struct.pack("<I", n)
+
+    def text(s: str) -> bytes:
+        raw = s.encode() + b"\0"
+        return v32(len(raw)) + raw + bytes(-len(raw) % 4)
+
+    body = v32(CHUNKED_TAG) + v32(4) + v32(0)  # Labelled, its caption null (in a chunk)
+    ids = v32(2) + text("IDL:Elsewhere/Unknown:1.0") + text(Values._d_Point[2])
+    state = v32(1) + v32(2) + text("pt")
+    body += v32(CHUNKED_TAG | 6) + ids + v32(len(state)) + state + v32(12) + text("more")
+    body += v32(0xFFFFFFFE)  # its end tag; the chain (a null) goes on in a new chunk of the Labelled
+    body += v32(4) + v32(0) + v32(0xFFFFFFFF)
+    (got,) = BodyCodec((Values._d_Labelled,)).unpack(body, 0, True)
+    assert (type(got.at), got.at.x, got.at.y, got.at.name, got.caption, got.chain) == (Values.Point, 1, 2, "pt", None, None)
+
+
+def node_graphs() -> Any:
+    """Lists of nodes, each node's next any of them (chains, sharing, cycles) or null."""
+
+    def build(ids: list[int], links: list[int], picks: list[int]) -> list[Any]:
+        nodes = [Values.Node(k, None) for k in ids]
+        for node, link in zip(nodes, links):
+            node.next = None if link >= len(nodes) else nodes[link]
+        return [nodes[k % len(nodes)] for k in picks] if nodes else []
+
+    return st.builds(build, st.lists(st.integers(-2**31, 2**31 - 1), max_size=8),
+                     st.lists(st.integers(0, 10), min_size=8, max_size=8), st.lists(st.integers(0, 20), max_size=10))
+
+
+def graph_shape(items: list[Any]) -> list[Any]:
+    """Each node reachable from ``items`` once, by first reach: its id and which node its next is."""
+    order: list[Any] = []
+    todo = list(items)
+    while todo:
+        node = todo.pop(0)
+        if node is not None and not any(node is seen for seen in order):
+            order.append(node)
+            todo.append(node.next)
+
+    def index(node: Any) -> int | None:
+        return None if node is None else next(k for k, seen in enumerate(order) if seen is node)
+
+    return [[index(n) for n in items], [(n.id, index(n.next)) for n in order]]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=node_graphs(), le=st.booleans(), align=st.integers(0, 7))
+def test_reads_back_what_the_writer_writes(nodes: list[Any], le: bool, align: int) -> None:
+    assert graph_shape(roundtrip(NODES, nodes, align, le)) == graph_shape(nodes)
+
+
+def v32(n: int) -> bytes:
+    return struct.pack("<I", n & 0xFFFFFFFF)
+
+
+def link(k: int, chunk: int) -> bytes:
+    """A Hardening::Link's tag and the chunk holding its id (``chunk`` octets long)."""
+    return v32(CHUNKED_TAG) + v32(chunk) + v32(k)
+
+
+HOSTILE = {
+    "a forward indirection": (link(1, 4) + link(2, 4) + v32(INDIRECTION) + v32(8) + v32(-1) + bytes(8),
+                              "indirection at offset 24 to offset 36, where no value started"),
+    "an end tag deeper than the nesting": (link(1, 4) + link(2, 8) + v32(0) + v32(-3),
+                                           "end tag -3 at offset 28 is deeper than the 2 values open there"),
+    "a chunk past the body": (link(1, 4) + v32(CHUNKED_TAG) + v32(0x100000) + v32(2) + v32(0) + v32(-1),
+                              "a chunk of 1048576 octets at offset 16 runs past the end of the data"),
+    "a cycle of indirections": (link(1, 4) + link(2, 4) + v32(INDIRECTION) + v32(-4) + v32(-1),
+                                "indirection at offset 24 to offset 24, where no value started"),
+    "state after a shared end tag": (link(1, 4) + link(2, 8) + v32(0) + v32(-1) + v32(4) + v32(5) + v32(-1),
+                                     "12 octets left over after the values"),
+    "a tag inside its container's chunk": (v32(CHUNKED_TAG) + v32(12) + v32(1) + v32(CHUNKED_TAG) + v32(2) + v32(-1),
+                                           "a value starts inside its container's chunk"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_nested_bodies_get_marshal(case: str) -> None:
+    body, why = HOSTILE[case]
+    with pytest.raises(CORBA.MARSHAL, match=why):
+        BodyCodec((Hardening._d_Link,)).unpack(body, 0, True)
+
+
+def test_nesting_is_bounded() -> None:
+    depth = 12
+    body = b"".join(link(k, 4) for k in range(depth)) + v32(4) + v32(0) + v32(-1)
+    (got,) = BodyCodec((Hardening._d_Link,)).unpack(body, 0, True, bounds=Bounds(max_nesting_depth=depth))
+    assert got.next.next.id == 2
+    with pytest.raises(CORBA.MARSHAL, match="values nested more than 11 deep"):
+        BodyCodec((Hardening._d_Link,)).unpack(body, 0, True, bounds=Bounds(max_nesting_depth=depth - 1))
