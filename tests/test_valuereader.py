@@ -144,8 +144,6 @@ HOSTILE = {
                                 "indirection at offset 24 to offset 24, where no value started"),
     "state after a shared end tag": (link(1, 4) + link(2, 8) + v32(0) + v32(-1) + v32(4) + v32(5) + v32(-1),
                                      "12 octets left over after the values"),
-    "a tag inside its container's chunk": (v32(CHUNKED_TAG) + v32(12) + v32(1) + v32(CHUNKED_TAG) + v32(2) + v32(-1),
-                                           "a value starts inside its container's chunk"),
 }
 
 
