@@ -304,10 +304,14 @@ class _In:
         raise CDRLayoutError(f"no value type {ids[0]!r} is known here (the value at offset {at})",
                              MARSHAL_NO_VALUE_FACTORY)
 
-    def indirection(self, at: int) -> Any:
+    def target(self, at: int) -> int:
+        """After an indirection marker at ``at``: where its offset points."""
         offset, _ = self.token(len(self.buf))
-        target = at + 4 + offset - ((offset >> 31) << 32)
-        got = self.values.get(target) if target < at else None
+        return at + 4 + offset - ((offset >> 31) << 32)
+
+    def indirection(self, at: int) -> Any:
+        target = self.target(at)
+        got = self.values.get(target) if target < at else None  # only backwards: no loop of indirections
         if got is None:
             raise CDRLayoutError(f"indirection at offset {at} to offset {target}, where no value started")
         if got is _IN_PROGRESS:
@@ -329,14 +333,18 @@ class _In:
     def string_or_indirection(self, what: str) -> str:
         head, at = self.token(len(self.buf))
         if head == _INDIRECTION:
-            offset, _ = self.token(len(self.buf))
-            target = at + 4 + offset - ((offset >> 31) << 32)
-            got = self.ids.get(target) if target < at else None
-            if not isinstance(got, str):
-                raise CDRLayoutError(f"indirection at offset {at} to offset {target}, where no {what} started")
-            return got
+            rid: str = self.earlier_id(at, str, what)
+            return rid
         self.p = at
         return self.string(what)
+
+    def earlier_id(self, at: int, kind: type, what: str) -> Any:
+        """The repository id (a str) or id list (a tuple) an indirection at ``at`` names."""
+        target = self.target(at)
+        got = self.ids.get(target) if target < at else None
+        if not isinstance(got, kind):
+            raise CDRLayoutError(f"indirection at offset {at} to offset {target}, where no {what} started")
+        return got
 
     def repo_id(self) -> str:
         return self.string_or_indirection("repository id")
@@ -344,12 +352,8 @@ class _In:
     def repo_ids(self) -> tuple[str, ...]:
         count, at = self.token(len(self.buf))
         if count == _INDIRECTION:
-            offset, _ = self.token(len(self.buf))
-            target = at + 4 + offset - ((offset >> 31) << 32)
-            got = self.ids.get(target) if target < at else None
-            if not isinstance(got, tuple):
-                raise CDRLayoutError(f"indirection at offset {at} to offset {target}, where no repository id list started")
-            return got
+            earlier: tuple[str, ...] = self.earlier_id(at, tuple, "repository id list")
+            return earlier
         if count == 0 or count > (len(self.buf) - self.p) // 5:
             raise CDRLayoutError(f"a repository id list of {count} ids at offset {at} does not fit the data")
         ids = tuple(self.repo_id() for _ in range(count))
