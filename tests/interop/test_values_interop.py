@@ -123,16 +123,19 @@ def test_values_nested_in_values_from_omniorbpy_server(omni_server: Any, version
         assert values_servant.nested_echoes(echo) == values_servant.NESTED_ECHOES
 
 
-@pytest.mark.parametrize("servant,function,expected", [
-    ("Echo", "omni_nested_echoes", values_servant.NESTED_ECHOES),
-    ("Nested", "omni_nested_calls", values_servant.NESTED_EXPECTED),
-], ids=["echoed", "plain results"])
+@pytest.mark.parametrize("servant,function,expected,giop", [
+    ("Echo", "omni_nested_echoes", values_servant.NESTED_ECHOES, "1.2"),
+    ("Nested", "omni_nested_calls", values_servant.NESTED_EXPECTED, "1.2"),
+    ("Nested", "omni_nested_calls", values_servant.NESTED_EXPECTED, "1.0"),
+], ids=["echoed", "plain results", "plain results over GIOP 1.0"])
 def test_values_nested_in_values_from_omniorbpy_client(omni_call: Any, servant: str, function: str,
-                                                       expected: dict[str, Any]) -> None:
+                                                       expected: dict[str, Any], giop: str) -> None:
+    # Over GIOP 1.0 the strings inside the values arrive in ISO-8859-1.
     server = serve_values(servant)
     try:
-        got = omni_call(str(IDL), f"tests.peers.values_servant:{function}", server.corbaloc,
-                        interface=f"Values::{servant}")
+        target = server.corbaloc.replace(":1.2@", f":{giop}@")
+        assert f":{giop}@" in target
+        got = omni_call(str(IDL), f"tests.peers.values_servant:{function}", target, interface=f"Values::{servant}")
         assert got == expected
     finally:
         server.stop()
