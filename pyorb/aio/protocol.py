@@ -83,7 +83,7 @@ class GIOPProtocol(asyncio.Protocol):
     # nothing made per connection that is not needed (the close future is made
     # only for a waiter, the peer address stays with the transport).
     __slots__ = ("config", "value_bounds", "core", "transport", "loop", "loop_thread", "_out", "_out_bytes",
-                 "_flush_pending", "_read_timer", "_train_timer", "_write_timer", "_backlog", "write_paused",
+                 "_flush_pending", "_wrote", "_read_timer", "_train_timer", "_write_timer", "_backlog", "write_paused",
                  "reassembly_bytes", "_closing", "is_open", "_lost", "_closed", "last_activity", "reading",
                  "direct_writer", "_direct", "handler")
 
@@ -104,6 +104,7 @@ class GIOPProtocol(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0  # in _out
         self._flush_pending = False
+        self._wrote = False  # a message went out at once since the last read or flush (see send)
         self._read_timer: asyncio.TimerHandle | None = None  # a partly received message
         self._train_timer: asyncio.TimerHandle | None = None  # the oldest unfinished fragment train
         self._write_timer: asyncio.TimerHandle | None = None  # output the peer does not read
@@ -187,8 +188,8 @@ class GIOPProtocol(asyncio.Protocol):
         finally:
             if self._out:
                 self._flush()
-            else:  # _flush's own first step: nothing was sent
-                self._flush_pending = False
+            else:  # _flush's own first steps: nothing was sent
+                self._flush_pending = self._wrote = False
         if core.reassembly_bytes != self.reassembly_bytes:
             delta = core.reassembly_bytes - self.reassembly_bytes
             self.reassembly_bytes = core.reassembly_bytes
@@ -279,12 +280,18 @@ class GIOPProtocol(asyncio.Protocol):
             self._flush_pending = pending
             return True
         if not self._flush_pending:
-            # Outside a batch the turn's first message goes now: a flush on
-            # the next turn would wait behind every other ready connection's
-            # callbacks.  What follows it this turn is written together then.
-            self._flush()
-            self._flush_pending = True
-            self.loop.call_soon(self._flush)
+            if self._wrote:
+                # A second message since the last read: it and what follows
+                # it this turn are written together, on the next turn.
+                self._flush_pending = True
+                self.loop.call_soon(self._flush)
+            else:
+                # Outside a batch the first message goes now: a flush on the
+                # next turn would wait behind every other ready connection's
+                # callbacks.  No flush is scheduled for it: a caller awaiting
+                # one call at a time sends nothing more before the reply.
+                self._flush()
+                self._wrote = True
         return True
 
     def hold_output(self) -> None:
@@ -294,7 +301,7 @@ class GIOPProtocol(asyncio.Protocol):
         self._flush_pending = True
 
     def _flush(self) -> None:
-        self._flush_pending = False
+        self._flush_pending = self._wrote = False
         out = self._out
         if not out or self.transport is None:
             return
