@@ -52,7 +52,7 @@ from pyorb.request_context import serve_in_frame
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
 from pyorb.server.admission import shed_exception
 from pyorb.server.call.dispatch import Call, ManagedCall, servant_raised
-from pyorb.server.call.reply import ReplySink, run_send_reply, service_contexts
+from pyorb.server.call.reply import ReplySink, plain_reply_12, run_send_reply, service_contexts
 from pyorb.server.call.servant import ServantInfo, Style
 from pyorb.server.connection import ServerConnection, Wire
 
@@ -296,16 +296,8 @@ class RequestHandler(ServerConnection):
         except Exception as exc:
             servant_raised(self._late_call(servant, route, args, req, started), exc)
             return
-        op = entry.op
-        le = req.little_endian
-        core = self.core
-        try:
-            body = op.results.pack(op.result_tuple(value), 0, le, core.char_set)
-        except CORBA.SystemException:
-            self._late_call(servant, route, args, req, started).result(value)
-            return
-        data = core.reply_12(req.request_id, 0, body, le)
-        if len(data) > self.max_message_size:
+        data = plain_reply_12(entry.op, value, req.request_id, req.little_endian, self.core, self.max_message_size)
+        if data is None:
             self._late_call(servant, route, args, req, started).result(value)
             return
         stats = route.stats

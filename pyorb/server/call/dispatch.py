@@ -18,7 +18,7 @@ from omniORB import CORBA
 
 from pyorb.giop.messages import GIOP_1_2, Version
 from pyorb.request_context import SERVING, serve_in_frame
-from pyorb.server.call.reply import _TAKE, Channel, ReplySink
+from pyorb.server.call.reply import _TAKE, Channel, ReplySink, plain_reply_12
 from pyorb.server.call.servant import OpEntry, ResponseHandler, Style
 from pyorb.server.call.stats import Gauges, Recorder
 
@@ -255,17 +255,9 @@ def run_blocking(call: Call) -> None:
     if call.version != GIOP_1_2 or not call.response_expected:
         call.result(value)
         return
-    op = entry.op
-    le = call.little_endian
     channel = call.channel
-    core = channel.core
-    try:
-        body = op.results.pack(op.result_tuple(value), 0, le, core.char_set)
-    except CORBA.SystemException:
-        call.result(value)
-        return
-    data = core.reply_12(call.request_id, 0, body, le)
-    if len(data) > channel.max_message_size:
+    data = plain_reply_12(entry.op, value, call.request_id, call.little_endian, channel.core, channel.max_message_size)
+    if data is None:
         call.result(value)
         return
     with _TAKE:  # ReplySink._take, without its frame

@@ -169,6 +169,20 @@ def service_contexts(contexts: Mapping[int, bytes] | None) -> tuple[ServiceConte
     return tuple(ServiceContext(i, bytes(d)) for i, d in contexts.items()) if contexts else ()
 
 
+def plain_reply_12(op: Operation, value: Any, request_id: int, little_endian: bool, core: GIOPConnection,
+                   max_size: int) -> bytes | None:
+    """The GIOP 1.2 NO_EXCEPTION reply carrying a servant's ``value``, or
+    None if it does not marshal or is larger than ``max_size``: the per-call
+    path of the inline and thread replies, whose every other outcome goes
+    to :meth:`ReplySink.result`, which owns the error replies and their logging."""
+    try:
+        body = op.results.pack(op.result_tuple(value), 0, little_endian, core.char_set)
+    except CORBA.SystemException:
+        return None
+    data = core.reply_12(request_id, 0, body, little_endian)  # 0: NO_EXCEPTION
+    return data if len(data) <= max_size else None
+
+
 def run_send_reply(interceptor: ServerInterceptor, info: ServerRequestInfo, exception: BaseException | None) -> None:
     """One interceptor's send_reply: its failure is logged, never the reply's."""
     try:
