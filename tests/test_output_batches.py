@@ -2,15 +2,17 @@
 
 A batch of messages handled in one read, or of replies made on threads and
 drained together (``ReplyInbox``), is written once at its end.  Outside a
-batch, the first send of a loop turn goes to the socket at once (a lone
-request or a reply made by a timer waits for nothing), and the sends that
-follow it in the same turn are written together by a flush at the next.
+batch, a send goes to the socket at once (a lone request or a reply made
+by a timer waits for nothing) and schedules nothing; the sends that follow
+it before the next read or flush are written together by a flush at the
+next loop turn.
 Real sockets, a real client connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -77,4 +79,34 @@ async def test_a_lone_send_goes_out_at_once_and_the_rest_of_its_turn_together() 
         assert conn.buffered_output() == 0
         await wait_until(lambda: len(received) == 40)
     finally:
+        await _close(conn, server)
+
+
+@pytest.mark.asyncio
+async def test_a_lone_send_costs_the_loop_no_callback() -> None:
+    """A caller awaiting one call at a time sends one message per turn: it is
+    written at once and no flush is scheduled behind it; only a second
+    message queues, with one flush for it and what follows."""
+    conn, received, server = await _connected()
+    loop = conn.loop
+    scheduled: list[Any] = []
+
+    class Watched:  # the connection's loop, noting what it is asked to run later
+        def __getattr__(self, name: str) -> Any:
+            return getattr(loop, name)
+
+        def call_soon(self, callback: Any, *args: Any) -> asyncio.Handle:
+            scheduled.append(callback)
+            return loop.call_soon(callback, *args)
+
+    conn.loop = Watched()  # type: ignore[assignment]
+    try:
+        assert conn.send(b"c" * 10)
+        assert conn.buffered_output() == 0 and scheduled == []
+        assert conn.send(b"d" * 10) and conn.send(b"e" * 10)
+        assert conn.buffered_output() == 20 and len(scheduled) == 1
+        await wait_until(lambda: len(received) == 30)
+        assert received == b"c" * 10 + b"d" * 10 + b"e" * 10
+    finally:
+        conn.loop = loop
         await _close(conn, server)
