@@ -137,10 +137,12 @@ class RequestWriter:
                 raise op.argument_error(args, exc) from None
             if len(body) > self.max_message_size:
                 raise self._too_big(op, len(body))
-            if contexts:
-                data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
-            else:  # the common case, without building a Request object
+            if not contexts:  # the common case, without building a Request object
                 data = core.request_12(rid, flags, object_key, op.name, body, le)
+            elif self._chosen:  # a deadline's context, an interceptor's: written without the general writer
+                data = core.request_12_contexts(rid, flags, object_key, op.name, contexts, body, le)
+            else:  # the first request: its CodeSets context fixes the connection's code sets
+                data = core.send(Request(rid, flags, object_key, op.name, body, contexts, version, le))
         else:
             probe = Request(rid, flags, object_key, op.name, b"", contexts, version, le)
             wide11 = version == GIOP_1_1 and bool(core.wide_giop11)

@@ -28,7 +28,7 @@ from typing import Callable, Literal
 
 from pyorb.giop import fast12, header
 from pyorb.giop.codec import body_offset, decode_body, encode, message_error
-from pyorb.giop.fast12 import encode_reply_12, encode_request_12
+from pyorb.giop.fast12 import encode_reply_12, encode_request_12, encode_request_12_contexts
 from pyorb.giop.header import HEADER_SIZE, Header, parse_header
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.codesets import CS_ISO8859_1, parse_code_sets_context
@@ -274,6 +274,17 @@ class GIOPConnection:
     ) -> bytes:
         """``send(Request(...))`` for a GIOP 1.2 Request without service contexts: the client's common case."""
         data = encode_request_12(request_id, response_flags, object_key, operation, body, little_endian)
+        limit = self.max_fragment_size
+        return data if limit is None or len(data) <= limit else self._fragmented(data)
+
+    def request_12_contexts(
+        self, request_id: int, response_flags: int, object_key: bytes, operation: str,
+        contexts: tuple[ServiceContext, ...], body: bytes, little_endian: bool,
+    ) -> bytes:
+        """``send(Request(...))`` for a GIOP 1.2 Request with service contexts, once the
+        connection's code sets are chosen (a call with a deadline: one context per call)."""
+        data = encode_request_12_contexts(request_id, response_flags, object_key, operation, contexts, body,
+                                          little_endian)
         limit = self.max_fragment_size
         return data if limit is None or len(data) <= limit else self._fragmented(data)
 

@@ -229,6 +229,49 @@ def encode_request_12(
     return b"".join((head, object_key, length, op, tail, body))
 
 
+def encode_request_12_contexts(
+    request_id: int, response_flags: int, object_key: bytes, operation: str,
+    contexts: tuple[ServiceContext, ...], body: bytes, little_endian: bool,
+) -> bytes:
+    """:func:`encode_request_12` for a Request that carries service contexts
+    (a call with a deadline carries one on every request): the same bytes as
+    ``encode(Request(...))``, without the general writer.  Raises struct.error
+    for out-of-range numbers."""
+    op = operation.encode("utf-8")
+    pad = -len(object_key) & 3
+    u32 = _U32[little_endian]
+    pos = 28 + len(object_key) + pad + 4 + len(op) + 1  # past the operation's NUL
+    fill = -pos & 3
+    parts = [op, bytes(1 + fill), u32.pack(len(contexts))]
+    pos += fill + 4
+    for context in contexts:
+        fill = -pos & 3  # each context id is a 4-aligned ulong
+        data = context.data
+        parts.append(_CONTEXT[little_endian].pack(context.context_id, len(data)) if not fill
+                     else bytes(fill) + _CONTEXT[little_endian].pack(context.context_id, len(data)))
+        parts.append(data)
+        pos += fill + 8 + len(data)
+    if body:
+        fill = -pos & 7
+        parts.append(bytes(fill))
+        pos += fill
+        parts.append(body)
+    head = _REQUEST_12_OUT[little_endian].pack(
+        MAGIC,
+        1,
+        2,
+        FLAG_LITTLE_ENDIAN if little_endian else 0,
+        _REQUEST,
+        pos + len(body) - HEADER_SIZE,
+        request_id,
+        response_flags,
+        KEY_ADDR,
+        len(object_key),
+    )
+    length = _OPERATION_LENGTH[little_endian][pad].pack(len(op) + 1)
+    return b"".join((head, object_key, length, *parts))
+
+
 def _encode_reply_12(msg: Reply) -> bytes:
     """Fast path: a GIOP 1.2 Reply without service contexts."""
     return encode_reply_12(msg.request_id, msg.reply_status, msg.body, msg.little_endian)
@@ -338,4 +381,4 @@ def _decode_reply_12_fast(b: memoryview | bytes, little: bool) -> Reply | None:
     )
 
 
-__all__ = ["encode_reply_12", "encode_request_12", "reply_12_to"]
+__all__ = ["encode_reply_12", "encode_request_12", "encode_request_12_contexts", "reply_12_to"]

@@ -395,3 +395,14 @@ def test_a_reply_sent_again_to_another_request_is_that_request_s_reply(
     again = fast12.reply_12_to(reply(first), other, little)
     assert again == reply(other)
     assert decode(again[:12], again[12:]).request_id == other  # type: ignore[union-attr]
+
+
+@FAST
+@given(requests_12)
+def test_a_request_with_contexts_is_the_general_writers_request(msg: Request) -> None:
+    """The contexts writer gives ``codec._encode``'s bytes for any contexts (none included),
+    whatever the key, operation and body leave as the contexts' alignment."""
+    got = fast12.encode_request_12_contexts(msg.request_id, msg.response_flags, msg.object_key, msg.operation,
+                                           msg.service_contexts, msg.body, msg.little_endian)
+    assert got == codec._encode(msg)
+    assert decode(got[:12], got[12:]) == with_offset(msg)
