@@ -589,3 +589,39 @@ async def test_a_connection_made_as_the_listener_closes_is_told_to_retry_not_res
             while (event := core.next_event()) is not NEED_DATA:
                 events.append(type(event).__name__)
     assert events == ["CloseConnection"]
+
+
+class ForeverSink(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+    """An async servant whose work(1) waits for an event nobody sets."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.cancelled = 0
+
+    async def work(self, token: int) -> int:
+        self.started += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return token
+
+
+@pytest.mark.asyncio
+async def test_close_ends_servant_coroutines_whose_clients_have_gone(serve: Any, clients: Any) -> None:
+    """A client closed its connection while its call's coroutine was awaiting: the coroutine
+    may run on (its reply goes nowhere), but not past the server's close()."""
+    sink = ForeverSink()
+    running = serve("reactive")
+    ref = running.activate(sink, "sink")
+    (client,) = clients(1)
+    call = asyncio.ensure_future(client.resolve(ref, Bench.Sink).work(1))
+    await wait_until(lambda: sink.started == 1)
+    await client.close()
+    with pytest.raises(CORBA.SystemException):
+        await call
+    await wait_until(lambda: not running.server.connections)
+    assert sink.cancelled == 0  # the client going does not cancel it
+    await running.close(grace=0.1)
+    assert sink.cancelled == 1

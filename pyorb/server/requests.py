@@ -551,8 +551,8 @@ class RequestHandler(ServerConnection):
         if waiting:
             for call in list(waiting.values()):
                 call.cancelled()
+        super().closed(exc)  # the server takes the coroutines still running, to end them when it closes
         self.tasks = None
-        super().closed(exc)
 
 
 serve_in_frame(RequestHandler._answer_inline.__code__, "req")

@@ -307,6 +307,9 @@ class Server:
         self._started = False
         self._closing = False  # close() has begun: a connection made now is turned away at once
         self._sweeper: asyncio.Task[None] | None = None
+        # Servant coroutines still running for connections already closed:
+        # close() ends them with the rest, so none outlives the server.
+        self._orphans: set[asyncio.Task[None]] = set()
         self._inbox: ReplyInbox | None = None
         self.connections: set[RequestHandler] = set()
         self.load = ServerLoad(config, self.connections)
@@ -499,6 +502,12 @@ class Server:
 
     def _connection_closed(self, conn: ServerConnection) -> None:
         self.connections.discard(cast(RequestHandler, conn))
+        tasks = cast(RequestHandler, conn).tasks
+        if tasks:
+            for task in tasks.values():
+                if not task.done():
+                    self._orphans.add(task)
+                    task.add_done_callback(self._orphans.discard)
         self.adapter.registry.connection_closed(conn)
 
     async def close(self, grace: float = 0.0) -> None:
@@ -514,6 +523,9 @@ class Server:
         ``grace``; the requests it reads meanwhile do not run, and its
         CloseConnection tells the client to send them again.  Callbacks
         still unanswered when it closes fail with COMM_FAILURE, completed MAYBE.
+        Servant coroutines still running then, including those whose clients
+        closed their connections earlier, are cancelled and get up to a second
+        to finish.
         """
         if not self._started:
             return
@@ -527,13 +539,20 @@ class Server:
         busy = [asyncio.ensure_future(c.wait_closed()) for c in conns if c.is_open] if grace > 0 else []
         if busy:
             await asyncio.wait(busy, timeout=grace)
+        orphans = list(self._orphans)
+        if orphans:
+            log.warning("cancelling %d servant coroutines still running for clients that have gone", len(orphans))
+        ending = orphans
         for conn in conns:
             if conn.is_open:
                 log.warning("closing connection from %s with %d requests unanswered%s", conn.peer, conn.in_flight,
                             " and callbacks awaiting replies" if conn.awaits_replies else "")
-                for task in list((conn.tasks or {}).values()):
-                    task.cancel()
+                ending.extend((conn.tasks or {}).values())
                 conn.close()
+        for task in ending:
+            task.cancel()
+        if ending:  # a servant may clean up on CancelledError; it gets a moment, not forever
+            await asyncio.wait(ending, timeout=1.0)
         await asyncio.gather(*(c.wait_closed() for c in conns))
         # Connections accepted while closing began close themselves with CloseConnection.
         late = [asyncio.ensure_future(c.wait_closed()) for c in self.connections]
