@@ -354,3 +354,25 @@ async def test_interceptors_see_a_call_refused_before_its_arguments_are_read() -
     assert recording.outcomes.count(("work", "TRANSIENT")) == shed, recording.outcomes
     (op,) = server.stats().operations
     assert (op.shed, op.failed, op.served) == (shed, shed, 5)
+
+
+@pytest.mark.asyncio
+async def test_interceptors_see_arguments_that_cannot_be_read() -> None:
+    # The interceptors admitted the request; its arguments then fail to
+    # unmarshal: send_reply sees the MARSHAL the client gets, and the reply
+    # carries the contexts the interceptors set.
+    from tests.attacks.flow_attacks import request
+
+    recording = Recording()
+    async with pyorb.Server(interceptors=[recording]) as server:
+        key = server.activate(Stuck(), "Stuck")
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(request("work", b"\x01", 9, key))  # a long is 4 bytes
+            head = await asyncio.wait_for(reader.readexactly(12), 10)
+            reply = await asyncio.wait_for(reader.readexactly(int.from_bytes(head[8:12], "little")), 10)
+        finally:
+            writer.close()
+            await writer.wait_closed()
+    assert b"IDL:omg.org/CORBA/MARSHAL:1.0" in reply and b"served work for " in reply, reply
+    assert recording.outcomes == [("work", "MARSHAL")]

@@ -21,7 +21,8 @@ logged and the client gets UNKNOWN.  If it returns an awaitable, dispatch
 waits for it (later requests of the connection do not).  ``send_reply``
 runs on the thread that replies (the loop, or a pool's thread for
 synchronous servants), for every request whose ``receive_request`` returned
-normally, refusals by a later interceptor and missed deadlines included,
+normally, refusals by a later interceptor, missed deadlines and
+arguments that cannot be read included,
 in the reverse order; it must not block.
 
 A **client interceptor** adds service contexts to each call and sees the

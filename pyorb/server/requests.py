@@ -181,13 +181,13 @@ class RequestHandler(ServerConnection):
         except CORBA.DATA_CONVERSION as exc:
             log.warning("cannot read the arguments of %s from %s in %s: %s", op.name, self.peer,
                         code_set_name(core.char_set), exc)
-            self._system_exception(req, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO), None,
-                                   f"the arguments of {op.name} are not valid {code_set_name(core.char_set)}")
+            self._unreadable(req, info, CORBA.DATA_CONVERSION(exc.minor, CORBA.COMPLETED_NO),
+                             f"the arguments of {op.name} are not valid {code_set_name(core.char_set)}")
             return False
         except CORBA.SystemException as exc:
             log.warning("cannot unmarshal the arguments of %s from %s: %s", op.name, self.peer, exc)
-            self._system_exception(req, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO), None,
-                                   f"the arguments of {op.name} do not match its IDL here")
+            self._unreadable(req, info, CORBA.MARSHAL(exc.minor, CORBA.COMPLETED_NO),
+                             f"the arguments of {op.name} do not match its IDL here")
             return False
         if entry.style is not _SYNC and op.args.has_objrefs:
             args = op.args.convert_objrefs(args, self._convert)
@@ -441,6 +441,17 @@ class RequestHandler(ServerConnection):
         if req.response_expected:
             self.send(self.core.reply(req.request_id, ReplyStatus.LOCATION_FORWARD, req.version, req.little_endian,
                                       lambda a: _ior_body(target, req.little_endian, a)))
+
+    def _unreadable(self, req: Request, info: ServerRequestInfo | None, exc: CORBA.SystemException,
+                    detail: str) -> None:
+        """Answer a request whose arguments cannot be read; interceptors that
+        admitted it see the exception, and their reply contexts go with it."""
+        contexts = None
+        if info is not None:
+            for interceptor in reversed(self.interceptors):
+                run_send_reply(interceptor, info, exc)
+            contexts = info.reply_contexts
+        self._system_exception(req, exc, contexts, detail)
 
     def _system_exception(self, req: Request, exc: CORBA.SystemException,
                           contexts: Mapping[int, bytes] | None = None, detail: str | None = None) -> None:
