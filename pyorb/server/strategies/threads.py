@@ -109,7 +109,7 @@ class _ThreadStrategy:
 
 def _join(threads: list[threading.Thread]) -> None:
     for thread in threads:
-        if thread is not threading.current_thread():
+        if thread is not threading.current_thread() and thread.ident is not None:  # None: being started
             thread.join(JOIN_TIMEOUT)
             if thread.is_alive():
                 log.warning("dispatcher thread %s still busy in servant code at shutdown", thread.name)
@@ -235,33 +235,52 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
         self._waiting: dict[Hashable, deque[Call]] = {}
         self._active: set[threading.Thread] = set()
         self._count = itertools.count(1)
+        self._launches: SimpleQueue[threading.Thread | None] = SimpleQueue()
+        self._launcher: threading.Thread | None = None
         self.stats.queued = lambda: sum(len(q) for q in list(self._waiting.values()))
         self.stats.threads = lambda: len(self._active)
 
     def _submit(self, call: Call) -> None:
+        # The loop only queues the call and, under the cap, a thread to take
+        # it; the launcher thread starts that thread.  Thread.start waits
+        # until the new thread has run, which takes the interpreter lock's
+        # turns of every thread busy in servant code: the loop, which reads
+        # requests and refuses the excess, must not wait for that.
         with self._lock:
+            self._wait(call)
             if self.max_threads is not None and len(self._active) >= self.max_threads:
-                self._wait(call)
-                return
-            first: Call | None = call
-            if self._waiting:
-                # Behind the calls already waiting; a new thread takes the
-                # one whose turn it is (a shortage may be over).
-                self._wait(call)
-                first = None
+                return  # a running thread takes it when it ends
+            thread = self._new(None)
+        if self._launcher is None:  # the loop thread alone submits
             try:
-                self._spawn(first)
-                self._short = 0
+                self._launcher = self._thread(self._launch, name="pyorb-request-launcher")
             except RuntimeError as exc:
-                if first is None:
-                    return  # it waits for a running thread
-                if not self._active:
-                    raise  # nothing would ever run it: TRANSIENT
-                self._wait(call)  # a running thread takes it when it ends
-                if not self._short:  # once per shortage, not once per call
-                    self._short = len(self._active)
-                    log.warning("%s: cannot start a thread (%s); calls wait for one of the %d running",
-                                self.name, exc, len(self._active))
+                self._not_started(thread, exc)
+                return
+        self._launches.put(thread)
+
+    def _launch(self) -> None:
+        while (thread := self._launches.get()) is not None:
+            try:
+                thread.start()
+            except RuntimeError as exc:
+                self._not_started(thread, exc)
+            else:
+                self._short = 0
+            thread = None  # an idle launcher keeps no finished thread alive
+
+    def _not_started(self, thread: threading.Thread, exc: RuntimeError) -> None:
+        """``thread`` could not start: its call waits for a running thread, or,
+        with none running, is answered TRANSIENT (nothing would ever run it)."""
+        with self._lock:
+            self._active.discard(thread)
+            orphan = None if self._active else self._next()
+            if self._active and not self._short:  # once per shortage, not once per call
+                self._short = len(self._active)
+                log.warning("%s: cannot start a thread (%s); calls wait for one of the %d running",
+                            self.name, exc, len(self._active))
+        if orphan is not None:
+            no_thread(orphan, exc)
 
     def _wait(self, call: Call) -> None:  # holds the lock
         queue = self._waiting.get(call.connection)
@@ -290,38 +309,41 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
             return call
         return None
 
-    def _spawn(self, call: Call | None) -> None:  # holds the lock
+    def _new(self, call: Call | None) -> threading.Thread:  # holds the lock
+        """A thread for ``call`` (None: whichever call's turn it is), counted
+        against the cap from now on; the caller starts it, without the lock."""
         thread = threading.Thread(target=self._run, args=(call,), name=f"pyorb-request-{next(self._count)}",
                                   daemon=True)
         self._active.add(thread)
-        try:
-            thread.start()
-        except RuntimeError:
-            self._active.discard(thread)
-            raise
+        return thread
 
     def _run(self, call: Call | None) -> None:
         # A thread that ends starts one for the next waiting call; if it
         # cannot, it runs that call itself: a waiting call is never lost.
+        me = threading.current_thread()
         if call is None:  # started for whichever call's turn it is
             with self._lock:
                 call = self._next()
                 if call is None:
-                    self._active.discard(threading.current_thread())
+                    self._active.discard(me)
                     return
         while call is not None:
             run_admitted(call)
             with self._lock:
                 call = self._next()
                 if call is None:
-                    self._active.discard(threading.current_thread())
+                    self._active.discard(me)
                     return
-                try:
-                    self._spawn(call)
-                except RuntimeError:
-                    continue
-                call = None
-                self._active.discard(threading.current_thread())
+                successor = self._new(call)
+                self._active.discard(me)  # the successor takes this thread's place under the cap
+            try:
+                successor.start()
+            except RuntimeError:
+                with self._lock:
+                    self._active.discard(successor)
+                    self._active.add(me)
+                continue
+            call = None
 
     def connection_closed(self, connection: Hashable) -> None:
         # Its waiting calls were cancelled with the connection: forget them now.
@@ -334,8 +356,12 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
             self._waiting.clear()
             self._turns.clear()
             threads = list(self._active)
+            launcher, self._launcher = self._launcher, None
         for call in waiting:
             call.cancelled()
+        if launcher is not None:
+            self._launches.put(None)
+            threads.append(launcher)
         _join(threads)
 
 
