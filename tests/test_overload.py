@@ -178,6 +178,51 @@ def test_ten_times_the_capacity_is_shed_fast_and_the_accepted_calls_keep_their_l
         assert server.stop() == 0, server.stderr()
 
 
+def test_cpu_bound_threads_per_request_at_many_times_the_capacity_refuse_the_excess_rather_than_time_out() -> None:
+    """Eight threads computing hold the interpreter lock: the event loop, which
+    reads the requests and refuses the excess, must still get its turns, or the
+    requests wait unread in their sockets until their clients give up."""
+    import pyorb
+    from omniORB import CORBA
+    from pyorb.idl import bench_idl
+
+    server = ServerProcess([sys.executable, "-m", "pyorb.servers.sink", "--model", "thread_per_request(8)",
+                            "--cpu", "0.005", "--queue-target", "0.05", "--queue-limit", "0.5"])
+    try:
+        async def quiet() -> list[str]:
+            """A client apart from the flood: one call every 0.25 s; how each ended."""
+            outcomes = []
+            async with pyorb.Client() as client:
+                sink = client.resolve(server.ior, bench_idl().Bench.Sink)
+                for token in range(10):
+                    await asyncio.sleep(0.25)
+                    try:
+                        await sink.work(token, timeout=2.0)
+                        outcomes.append("reply")
+                    except CORBA.TRANSIENT as exc:
+                        outcomes.append("refused" if exc.completed == CORBA.COMPLETED_NO else "other")
+                    except CORBA.TIMEOUT:
+                        outcomes.append("timeout")
+            return outcomes
+
+        async def run() -> tuple[LoadResult, list[str]]:
+            # 1,800 calls/s: 5 ms of CPU each on one interpreter is at most 200/s, so nine times that or more.
+            flood, calm = await asyncio.gather(offer(server.ior, 1800, 3.0, connections=16, timeout=2.0), quiet())
+            return flood, calm
+
+        out, calm = asyncio.run(run())
+        x = out.extra
+        # Before, the loop waited behind the servant threads and nearly every call timed out unread.
+        assert x["other_errors"] == 0, out
+        assert x["shed"] > x["sent"] / 2, out
+        assert x["timeouts"] < x["sent"] / 20, out
+        assert x["replied"] > 0, out  # the server keeps serving
+        assert "timeout" not in calm and "other" not in calm and len(calm) == 10, calm
+        assert server.proc.poll() is None, server.stderr()
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
 # -- where the CPU goes --------------------------------------------------------------
 
 
