@@ -4,6 +4,7 @@
     python -m benchmarks.bench_overload                 # every strategy and omniORBpy (about 5 minutes)
     python -m benchmarks.bench_overload --no-admission  # the same servers without admission control
     python -m benchmarks.bench_overload --quick         # a smoke run
+    python -m benchmarks.bench_overload --tree /tmp/pyorb-before  # A/B against another copy of pyorb
 
 Each server is a fresh sink process (Bench::Sink.work: ``--cpu`` seconds of
 CPU per call, so every model has about the same capacity on one
@@ -22,7 +23,9 @@ of the capacity, the same counted from ``--warmup`` seconds into the point
 the queue limit, and many answer after the point ends), the replied calls' p50/p99 latency, the calls refused
 TRANSIENT (shed) and how long the median one took to be refused, the calls
 that timed out, and the server's peak RSS;
-ranges are min-max over the repeats.
+ranges are min-max over the repeats.  With ``--tree``, each pyorb server is
+also run from that copy of pyorb, just before the one from this tree (an
+A/B in one run: the machine's load changes under both alike).
 
 Where the CPU goes: the server's CPU time per served call (from the
 capacity runs, where nothing is shed), and per point the server's and this
@@ -126,6 +129,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "longest a call may wait queued)")
     p.add_argument("--no-admission", action="store_true", help="pyorb's sinks without admission control")
     p.add_argument("--quick", action="store_true", help="a smoke run: three servers, 1x and 5x, short points")
+    p.add_argument("--tree", help="also run each pyorb server from this copy of pyorb, just before this tree's")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the runs as JSON here")
     ns = p.parse_args(argv)
     ns.factors = [float(f) for f in ns.factors.split(",")]
@@ -141,7 +145,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ns
 
 
-def command(model: str, ns: argparse.Namespace) -> list[str]:
+def command(model: str, ns: argparse.Namespace, tree: str | None = None) -> list[str]:
     cpu = ["--cpu", str(ns.cpu)]
     if model == "omniORBpy thread/conn":
         return [PY, "-m", "pyorb.servers.omni", "sink", *cpu]
@@ -149,7 +153,11 @@ def command(model: str, ns: argparse.Namespace) -> list[str]:
         return [PY, "-m", "pyorb.servers.omni", "sink", "--threading", "pool", "--pool-size", "4", *cpu]
     admission = [] if ns.no_admission else ["--queue-target", str(ns.target), "--queue-interval", str(ns.interval),
                                             "--queue-limit", str(ns.limit)]
-    return [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission]
+    sink = [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission]
+    if tree is None:
+        return sink
+    # -P: the working directory (this tree) is not put before PYTHONPATH.
+    return ["env", f"PYTHONPATH={tree}", PY, "-P", *sink[1:]]
 
 
 async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns: argparse.Namespace) -> Run:
@@ -183,9 +191,9 @@ def _cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-async def measure(model: str, ns: argparse.Namespace) -> Server:
-    result = Server(model)
-    process = ServerProcess(command(model, ns), model)
+async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -> Server:
+    result = Server(model if tree is None else f"{model} ({tree})")
+    process = ServerProcess(command(model, ns, tree), result.model)
     with process as ior:
         assert process.proc is not None
         server = psutil.Process(process.proc.pid)
@@ -244,9 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     results = []
     for model in ns.models:
-        result = uvloop.run(measure(model, ns))  # the generator's own overhead: as small as it gets here
-        results.append(result)
-        console.print(table(result, ns))
+        trees = [None] if ns.tree is None or model.startswith("omniORBpy") else [ns.tree, None]
+        for tree in trees:
+            result = uvloop.run(measure(model, ns, tree))  # the generator's own overhead: as small as it gets here
+            results.append(result)
+            console.print(table(result, ns))
     load = " ".join(f"{x:.2f}" for x in psutil.getloadavg())
     console.print(f"{len(ns.models)} servers in {time.monotonic() - started:.0f} s; load average {load}; "
                   f"sink --cpu {ns.cpu:g}, {ns.connections} connections, call timeout {ns.timeout:g} s, "
