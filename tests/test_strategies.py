@@ -320,6 +320,19 @@ async def test_bounded_thread_per_request_waits_in_fifo(serve: Any, clients: Any
 
 
 @pytest.mark.asyncio
+async def test_thread_per_request_gives_servants_that_wait_its_whole_thread_count(serve: Any, clients: Any) -> None:
+    # Servants that sleep (or wait on I/O) leave the interpreter lock to the
+    # others: nothing that keeps CPU-bound threads from starving the loop may
+    # cost them their concurrency.
+    tracker = Tracker(delay=0.1)
+    ref = serve("thread_per_request(8)").activate(SyncSink(tracker), "sink")
+    proxies = [sink(client, ref) for client in clients(4)]
+    assert await asyncio.gather(*(proxies[i % 4].work(i) for i in range(48))) == list(range(48))
+    assert tracker.max_active == 8
+    assert len(tracker.thread_names) == 48  # a new thread per call
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("spec, runs", [("locality(2)", 3), ("thread_pool(2)", None)])
 async def test_locality_serves_a_stream_back_to_back(serve: Any, clients: Any, spec: str, runs: int | None) -> None:
     tracker = Tracker(delay=0.001)
