@@ -122,6 +122,18 @@ def test_an_end_time_as_jacorb_sends_it() -> None:
     assert found.deadline(100.0, 1_800_000_000.0) == pytest.approx(100.5)
 
 
+def test_the_policy_types_are_those_of_the_messaging_idl() -> None:
+    """Messaging.idl numbers RequestStartTime 27 and RequestEndTime 28: a deadline sent as
+    type 27 is a time before which a receiver that honours it (JacORB) does not run the call."""
+    data = deadline_context(5.0, 1_800_000_000.0, False).data
+    assert [policy.ptype for policy in decode_policies(data)] == [32, 28]
+    start = UtcT.from_posix(1_800_000_000.0)
+    only_start = encode_policies([PolicyValue(27, encode_utc_t(start, False))], False)
+    assert request_timeouts([ServiceContext(SC_INVOCATION_POLICIES, only_start)]) == Timeouts(None, None)
+    only_end = encode_policies([PolicyValue(28, encode_utc_t(start, False))], False)
+    assert request_timeouts([ServiceContext(SC_INVOCATION_POLICIES, only_end)]) == Timeouts(None, start.posix())
+
+
 def test_a_relative_timeout_wins_over_an_end_time() -> None:
     """An end time from a host whose clock is an hour ahead does not shorten the relative timeout."""
     both = Timeouts(relative=2.0, end_time=1_000.0 + 3600)

@@ -6,7 +6,7 @@ The context (IOP::INVOCATION_POLICIES, id 7) is an encapsulation of
 ``pvalue`` is itself an encapsulation of the policy's value.  The timing
 policies it can carry:
 
-* ``REQUEST_END_TIME_POLICY_TYPE`` (27) and ``REPLY_END_TIME_POLICY_TYPE``
+* ``REQUEST_END_TIME_POLICY_TYPE`` (28) and ``REPLY_END_TIME_POLICY_TYPE``
   (30): a ``TimeBase::UtcT`` (``ulonglong time`` in 100 ns units since
   1582-10-15 00:00 UTC, ``ulong inacclo``, ``ushort inacchi``, ``short tdf``
   in minutes): an absolute time, so clock skew between the hosts shifts it.
@@ -29,7 +29,8 @@ from pyorb.giop.cdr import new_encapsulation, open_encapsulation
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.messages import SC_INVOCATION_POLICIES, ServiceContext
 
-REQUEST_END_TIME_POLICY_TYPE = 27
+REQUEST_START_TIME_POLICY_TYPE = 27  # not sent: a receiver that honours it holds the request until then
+REQUEST_END_TIME_POLICY_TYPE = 28
 REPLY_END_TIME_POLICY_TYPE = 30
 RELATIVE_REQ_TIMEOUT_POLICY_TYPE = 31
 RELATIVE_RT_TIMEOUT_POLICY_TYPE = 32
@@ -215,6 +216,7 @@ __all__ = [
     "RELATIVE_REQ_TIMEOUT_POLICY_TYPE",
     "RELATIVE_RT_TIMEOUT_POLICY_TYPE",
     "REPLY_END_TIME_POLICY_TYPE",
+    "REQUEST_START_TIME_POLICY_TYPE",
     "REQUEST_END_TIME_POLICY_TYPE",
     "UTC_EPOCH_OFFSET",
     "PolicyValue",

@@ -1,4 +1,5 @@
-"""Bidirectional GIOP with JacORB 3.9: a JacORB client's callback, called by a pyorb server.
+"""Bidirectional GIOP with JacORB 3.9 both ways: a JacORB client's callback, called by a
+pyorb server, and a pyorb client's callback, called by a JacORB server.
 
 The JacORB peer is tests/peers/jacorb/JacBidir.java (JacORB's
 ``BiDirConnectionInitializer`` and the BiDir policy on its POA; Dynamic
@@ -47,6 +48,21 @@ def jacorb_calls_back(hosts: Hosts, classpath: str, *options: str) -> dict[str, 
     return outcome(done, "JacORB")
 
 
+def pyorb_is_called_back(hosts: Hosts, classpath: str, *options: str) -> dict[str, object]:
+    """What the pyorb client reports after passing its listener to the JacORB server's call_back.
+
+    The pyorb client's call has a deadline (tests/peers/pyorb_bidir.py): JacORB
+    reads it from the request's INVOCATION_POLICIES context and would hold
+    the request until a start time there."""
+    started = hosts.start("server", ["java", "-cp", classpath, "JacBidir", "serve", *options], lines=1)
+    try:
+        done = hosts.run("client", [sys.executable, PYORB_PEER, "call", started.ior, "hello", *options],
+                         timeout=CALL_TIMEOUT)
+    finally:
+        started.stop()
+    return outcome(done, "pyorb")
+
+
 def test_a_jacorb_clients_callback_comes_over_its_connection(hosts: Hosts, jacorb_classpath: str) -> None:
     assert jacorb_calls_back(hosts, jacorb_classpath) == {"ok": True, "result": "JacORB heard hello"}
 
@@ -54,4 +70,15 @@ def test_a_jacorb_clients_callback_comes_over_its_connection(hosts: Hosts, jacor
 def test_without_bidirectional_giop_the_jacorb_clients_callback_is_transient(
         hosts: Hosts, jacorb_classpath: str) -> None:
     outcome = jacorb_calls_back(hosts, jacorb_classpath, "--no-bidir")
+    assert outcome["ok"] is False and outcome["error"] == "TRANSIENT", outcome
+
+
+def test_a_jacorb_server_calls_a_pyorb_clients_callback_over_its_connection(
+        hosts: Hosts, jacorb_classpath: str) -> None:
+    assert pyorb_is_called_back(hosts, jacorb_classpath) == {"ok": True, "result": "pyorb heard hello"}
+
+
+def test_without_bidirectional_giop_the_jacorb_servers_callback_is_transient(
+        hosts: Hosts, jacorb_classpath: str) -> None:
+    outcome = pyorb_is_called_back(hosts, jacorb_classpath, "--no-bidir")
     assert outcome["ok"] is False and outcome["error"] == "TRANSIENT", outcome
