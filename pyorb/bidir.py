@@ -81,9 +81,11 @@ class BidirRequests(RequestHandler):
     def message_received(self, message: Message) -> None:
         kind = type(message)
         if kind is Request:
-            if self.draining:
+            if self.draining and not self.awaits_replies:
                 # Read only for the replies to our calls: not run, and never answered, so the
                 # CloseConnection that ends the drain tells the peer to send it again elsewhere.
+                # While a call of ours awaits its reply the request runs: the peer's servant
+                # answering that call may be waiting for it.
                 log.debug("%s request %d from %s not run: the server is closing",
                           message.operation, message.request_id, self.peer)  # type: ignore[union-attr]
                 return
@@ -178,6 +180,12 @@ class BidirConnection(ClientConnection):
             self._cause = _CLIENT_CLOSED
             self.callee = "the client that opened the connection"
             self.caller = "this server"
+
+    def cancel_request(self, request_id: int) -> None:
+        super().cancel_request(request_id)
+        requests = self.requests
+        if requests.draining and requests.settled:  # the call given up was the last one a closing server awaited
+            requests.close_idle()
 
     def close(self) -> None:
         if self.is_open and self._cause is _CLIENT_CLOSED:

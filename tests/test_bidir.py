@@ -446,3 +446,72 @@ async def test_a_message_error_from_the_offering_client_is_named_as_the_clients_
     assert "(the client that opened the connection sent MessageError: it could not read a message of this server)" \
         in text, text
     assert "the server" not in text
+
+
+@pytest.mark.asyncio
+async def test_a_server_closing_with_grace_closes_a_connection_once_its_last_callback_timed_out(
+        callbacks: pyorb.Server) -> None:
+    """Nothing runs for the client and nothing awaits its reply once the callback is given up:
+    the connection closes then, not when the grace is over."""
+    slow = Listener(delay=60.0)
+    servant = Registry()
+    async with pyorb.Client(bidirectional=callbacks) as client:
+        server = pyorb.Server(bidirectional=True)
+        await server.start()
+        closing: asyncio.Future[None] | None = None
+        try:
+            reg = await registry(server, client, servant)
+            await reg.subscribe(listener_ref(callbacks, client, slow))
+            callback = asyncio.ensure_future(servant.kept.notify("alone", timeout=1.0))
+            await until(lambda: slow.heard == ["alone"], "called back")
+            closing = asyncio.ensure_future(server.close(grace=90.0))
+            with pytest.raises(CORBA.TIMEOUT):
+                await callback
+            await asyncio.wait_for(asyncio.shield(closing), 45.0)  # well within the grace
+        finally:
+            await (server.close() if closing is None else closing)
+
+
+class Reentrant(BiDir__POA.Listener):
+    """A listener whose notify calls the server back (over the same connection) before it answers."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+        self.go = asyncio.Event()
+        self.registry: Any = None
+        self.me: Any = None
+
+    async def notify(self, text: str) -> str:
+        self.heard.append(text)
+        await self.go.wait()
+        await self.registry.subscribe(self.me, timeout=60.0)
+        return f"heard {text} after subscribing"
+
+
+@pytest.mark.asyncio
+async def test_a_server_closing_with_grace_runs_a_request_its_pending_callback_waits_for(
+        callbacks: pyorb.Server) -> None:
+    """The client's request that arrives while the server awaits the callback's reply runs:
+    the callback's servant waits for it, so leaving it unrun would hold both until the grace ends."""
+    reentrant = Reentrant()
+    servant = Registry(timeout=60.0)
+    async with pyorb.Client(bidirectional=callbacks) as client:
+        server = pyorb.Server(bidirectional=True)
+        await server.start()
+        closing: asyncio.Future[None] | None = None
+        try:
+            reg = await registry(server, client, servant)
+            reentrant.registry = reg
+            reentrant.me = listener_ref(callbacks, client, reentrant)
+            await reg.subscribe(reentrant.me)
+            pending = asyncio.ensure_future(reg.call_kept("x", timeout=120.0))
+            await until(lambda: reentrant.heard == ["x"], "called back")
+            (conn,) = server.connections
+            closing = asyncio.ensure_future(server.close(grace=90.0))
+            await until(lambda: conn.draining, "draining")
+            reentrant.go.set()
+            assert await asyncio.wait_for(pending, 45.0) == "heard x after subscribing"
+            await asyncio.wait_for(asyncio.shield(closing), 45.0)  # closed once settled, not at the grace
+            assert servant.outcomes == []
+        finally:
+            await (server.close() if closing is None else closing)
