@@ -89,6 +89,19 @@ def test_pyorb_client_calls_jacorb(jacorb_server: tuple[str, int]) -> None:
     assert asyncio.run(run()) == [value for _, value in values]
 
 
+def test_jacorb_runs_a_call_with_a_deadline_at_once(jacorb_server: tuple[str, int]) -> None:
+    """JacORB reads the call's INVOCATION_POLICIES context: the deadline is its end, not a start
+    time to hold the call until (the answer would then come only as the call times out)."""
+    ior, minor = jacorb_server
+
+    async def run() -> str:
+        async with pyorb.Client(pyorb.Config(giop_version=(1, minor))) as client:
+            types = client.resolve(ior, Interop.Types)
+            return str(await asyncio.wait_for(types.echo_string("in time", timeout=60.0), 30.0))
+
+    assert asyncio.run(run()) == "in time"
+
+
 def test_jacorbs_exception_detail_message_reaches_the_pyorb_callers_text(jacorb_server: tuple[str, int]) -> None:
     """JacServer raises BAD_OPERATION(operation name) for what it does not serve: JacORB
     sends that message as an ExceptionDetailMessage, which the pyorb client shows."""
