@@ -519,8 +519,11 @@ class Server:
         seconds to answer them before CloseConnection; after that they are
         closed and late replies are dropped.  A bidirectional connection
         whose callbacks (this server's calls to its client) await replies
-        is busy too: it keeps reading, for those replies, and gets the same
-        ``grace``; the requests it reads meanwhile do not run, and its
+        is busy too: it keeps reading, for those replies, gets the same
+        ``grace``, and closes once nothing runs for its client and no
+        callback awaits a reply (answered, timed out or cancelled).  A
+        request it reads while a callback awaits its reply runs (the
+        client's servant may wait for it); the others do not, and its
         CloseConnection tells the client to send them again.  Callbacks
         still unanswered when it closes fail with COMM_FAILURE, completed MAYBE.
         Servant coroutines still running then, including those whose clients

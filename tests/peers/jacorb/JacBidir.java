@@ -15,9 +15,9 @@
 //       address in the listener's IOR (JacORB's ior_proxy_host and _port);
 //       JacORB still offers the address it listens on.
 //
-// tests/interop/test_bidir_jacorb.py runs "call" against a pyorb server.
-// "serve" takes pyorb's offer but has not been seen to send the callback
-// over the offering connection: it is not tested.
+// tests/interop/test_bidir_jacorb.py runs "call" against a pyorb server and
+// a pyorb client against "serve", which calls the client's listener over the
+// connection the client opened.
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
