@@ -515,3 +515,60 @@ async def test_a_server_closing_with_grace_runs_a_request_its_pending_callback_w
             assert servant.outcomes == []
         finally:
             await (server.close() if closing is None else closing)
+
+
+class RawOffer:
+    """A hand-made client connection to ``server`` that offers ``port`` on loopback for callbacks."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.core = GIOPConnection(Role.CLIENT)
+        self.core.make_bidirectional()
+
+    @classmethod
+    async def open(cls, server: pyorb.Server, port: int) -> RawOffer:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        raw = cls(reader, writer)
+        writer.write(raw_request(b"Registry", (bidir_context([("127.0.0.1", port)]),)))
+        assert isinstance(await raw.next_message(), Reply)
+        return raw
+
+    async def next_message(self) -> Any:
+        while (event := self.core.next_event()) is NEED_DATA:
+            chunk = await asyncio.wait_for(self.reader.read(65536), 10)
+            assert chunk, "the server closed the connection"
+            self.core.receive_data(chunk)
+        return event
+
+    def close_unanswered(self) -> None:
+        """CloseConnection (GIOP 1.2, little endian, no body): none of the server's requests ran."""
+        self.writer.write(b"GIOP\x01\x02\x01\x05\x00\x00\x00\x00")
+
+
+@pytest.mark.asyncio
+async def test_a_callback_an_offering_client_closed_unanswered_names_that_client() -> None:
+    """The callback goes over the offer of the reference's first address; that client closes the
+    connection unanswered, so the callback is sent once more, to the next address, over another
+    client's offer, which closes unanswered too: TRANSIENT, naming the client, not a server."""
+    first, second = closed_port(), closed_port()
+    async with pyorb.Server(bidirectional=True) as server, \
+            pyorb.Server(publish=[f"127.0.0.1:{first}", f"127.0.0.1:{second}"]) as callbacks:
+        server.activate(Registry(), "Registry")
+        callbacks.activate(Listener(), "Listener")
+        offers = [await RawOffer.open(server, first), await RawOffer.open(server, second)]
+        try:
+            listener = server.client.resolve(callbacks.ior("Listener"), BiDir.Listener)
+            call = asyncio.ensure_future(listener.notify("x", timeout=30.0))
+            for offer in offers:
+                request = await offer.next_message()
+                assert isinstance(request, Request) and request.operation == "notify"
+                offer.close_unanswered()
+            with pytest.raises(CORBA.TRANSIENT) as raised:
+                await asyncio.wait_for(call, 10)
+        finally:
+            for offer in offers:
+                offer.writer.close()
+    text = str(raised.value._info)
+    closed = f"the client that opened the connection at 127.0.0.1:{second} closed the connection before answering"
+    assert f"{closed} notify (CloseConnection)" in text, text
+    assert "the server" not in text

@@ -121,11 +121,14 @@ def not_sent(op: str, route: Route | None, cause: str) -> CORBA.SystemException:
                               f"{op} was not sent: the connection{where} {cause}")
 
 
-def closed_unanswered(op: str, route: Route | None) -> CORBA.SystemException:
-    """TRANSIENT (completed NO) after the server closed the connection before answering."""
+def closed_unanswered(op: str, route: Route | None, callee: str = "the server") -> CORBA.SystemException:
+    """TRANSIENT (completed NO) after the peer closed the connection before answering.
+
+    ``callee`` names who would have run the call: on the accepting end of a
+    bidirectional connection, the client that opened it."""
     where = f"at {address(route.endpoint)} " if route is not None else ""
     return CORBA.TRANSIENT(omniORB.TRANSIENT_ConnectionClosed, CORBA.COMPLETED_NO,
-                           f"the server {where}closed the connection before answering {op} (CloseConnection): "
+                           f"{callee} {where}closed the connection before answering {op} (CloseConnection): "
                            "it ran none of it, so a retry is safe")
 
 

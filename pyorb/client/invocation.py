@@ -161,7 +161,8 @@ class Invocation(asyncio.Future[Any]):
             self.fail_over(self.member[1])
             return
         if self.resent:
-            self.fail(errors.closed_unanswered(self.op.name, self.sent_to()))
+            callee = self.conn.callee if self.conn is not None else "the server"  # a bidirectional peer: its client
+            self.fail(errors.closed_unanswered(self.op.name, self.sent_to(), callee))
             return
         self.resent = True
         self.conn = None
