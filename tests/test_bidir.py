@@ -448,6 +448,25 @@ async def test_a_message_error_from_the_offering_client_is_named_as_the_clients_
     assert "the server" not in text
 
 
+class ClosingServer:
+    """A bidirectional server that a test closes with grace while it works (closed on the way out either way)."""
+
+    def __init__(self) -> None:
+        self.server = pyorb.Server(bidirectional=True)
+        self.closing: asyncio.Future[None] | None = None
+
+    async def __aenter__(self) -> ClosingServer:
+        await self.server.start()
+        return self
+
+    def close(self, grace: float) -> asyncio.Future[None]:
+        self.closing = asyncio.ensure_future(self.server.close(grace=grace))
+        return self.closing
+
+    async def __aexit__(self, *exc: object) -> None:
+        await (self.server.close() if self.closing is None else self.closing)
+
+
 @pytest.mark.asyncio
 async def test_a_server_closing_with_grace_closes_a_connection_once_its_last_callback_timed_out(
         callbacks: pyorb.Server) -> None:
@@ -455,21 +474,15 @@ async def test_a_server_closing_with_grace_closes_a_connection_once_its_last_cal
     the connection closes then, not when the grace is over."""
     slow = Listener(delay=60.0)
     servant = Registry()
-    async with pyorb.Client(bidirectional=callbacks) as client:
-        server = pyorb.Server(bidirectional=True)
-        await server.start()
-        closing: asyncio.Future[None] | None = None
-        try:
-            reg = await registry(server, client, servant)
-            await reg.subscribe(listener_ref(callbacks, client, slow))
-            callback = asyncio.ensure_future(servant.kept.notify("alone", timeout=1.0))
-            await until(lambda: slow.heard == ["alone"], "called back")
-            closing = asyncio.ensure_future(server.close(grace=90.0))
-            with pytest.raises(CORBA.TIMEOUT):
-                await callback
-            await asyncio.wait_for(asyncio.shield(closing), 45.0)  # well within the grace
-        finally:
-            await (server.close() if closing is None else closing)
+    async with pyorb.Client(bidirectional=callbacks) as client, ClosingServer() as server:
+        reg = await registry(server.server, client, servant)
+        await reg.subscribe(listener_ref(callbacks, client, slow))
+        callback = asyncio.ensure_future(servant.kept.notify("alone", timeout=1.0))
+        await until(lambda: slow.heard == ["alone"], "called back")
+        closing = server.close(grace=90.0)
+        with pytest.raises(CORBA.TIMEOUT):
+            await callback
+        await asyncio.wait_for(asyncio.shield(closing), 45.0)  # well within the grace
 
 
 class Reentrant(BiDir__POA.Listener):
@@ -495,26 +508,20 @@ async def test_a_server_closing_with_grace_runs_a_request_its_pending_callback_w
     the callback's servant waits for it, so leaving it unrun would hold both until the grace ends."""
     reentrant = Reentrant()
     servant = Registry(timeout=60.0)
-    async with pyorb.Client(bidirectional=callbacks) as client:
-        server = pyorb.Server(bidirectional=True)
-        await server.start()
-        closing: asyncio.Future[None] | None = None
-        try:
-            reg = await registry(server, client, servant)
-            reentrant.registry = reg
-            reentrant.me = listener_ref(callbacks, client, reentrant)
-            await reg.subscribe(reentrant.me)
-            pending = asyncio.ensure_future(reg.call_kept("x", timeout=120.0))
-            await until(lambda: reentrant.heard == ["x"], "called back")
-            (conn,) = server.connections
-            closing = asyncio.ensure_future(server.close(grace=90.0))
-            await until(lambda: conn.draining, "draining")
-            reentrant.go.set()
-            assert await asyncio.wait_for(pending, 45.0) == "heard x after subscribing"
-            await asyncio.wait_for(asyncio.shield(closing), 45.0)  # closed once settled, not at the grace
-            assert servant.outcomes == []
-        finally:
-            await (server.close() if closing is None else closing)
+    async with pyorb.Client(bidirectional=callbacks) as client, ClosingServer() as server:
+        reg = await registry(server.server, client, servant)
+        reentrant.registry = reg
+        reentrant.me = listener_ref(callbacks, client, reentrant)
+        await reg.subscribe(reentrant.me)
+        pending = asyncio.ensure_future(reg.call_kept("x", timeout=120.0))
+        await until(lambda: reentrant.heard == ["x"], "called back")
+        (conn,) = server.server.connections
+        closing = server.close(grace=90.0)
+        await until(lambda: conn.draining, "draining")
+        reentrant.go.set()
+        assert await asyncio.wait_for(pending, 45.0) == "heard x after subscribing"
+        await asyncio.wait_for(asyncio.shield(closing), 45.0)  # closed once settled, not at the grace
+        assert servant.outcomes == []
 
 
 class RawOffer:
