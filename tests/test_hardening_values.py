@@ -301,8 +301,8 @@ def test_hostile_values_are_marshal_on_every_route(attack: str, in_any: bool, ve
         return re.sub(r"-?\d+", "N", text)
 
     got = refusal(in_any, version, fragmented, CHAR_SETS[char_set])
-    if attack == "chunked values 100000 deep" and (in_any or fragmented):
-        # pyorb's value reader takes nested chunked values as arguments, not in an any or GIOP 1.1
+    if (attack == "chunked values 100000 deep" or attack.startswith("nested")) and fragmented and version == GIOP_1_1:
+        # pyorb's value reader takes nested chunked values as arguments and in anys, not in GIOP 1.1
         # fragments: there the second value is refused for being nested, before any bound.
         assert "a chunked value inside a chunked value (offset N)" in got
     else:

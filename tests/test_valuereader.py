@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import omniORB
 from omniORB import CORBA
 
 import pyorb
@@ -161,3 +162,79 @@ def test_nesting_is_bounded() -> None:
     assert got.next.next.id == 2
     with pytest.raises(CORBA.MARSHAL, match="values nested more than 11 deep"):
         BodyCodec((Hardening._d_Link,)).unpack(body, 0, True, bounds=Bounds(max_nesting_depth=depth - 1))
+
+
+# -- values nested in values inside anys --------------------------------------------------------
+
+ANY = 11
+
+
+def in_any(tc: Any, value: Any, align: int, le: bool) -> Any:
+    got = roundtrip(ANY, CORBA.Any(tc, value), align, le)
+    assert got.typecode().equal(tc)
+    return got.value()
+
+
+@pytest.mark.parametrize("align", range(8))
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_values_nested_in_an_any_come_back(le: bool, align: int) -> None:
+    got = in_any(Values._tc_Node, cycle(), align, le)
+    assert [got.id, got.next.id, got.next.next.id] == [7, 8, 9] and got.next.next.next is got
+    tail = Values.Node(2, None)
+    got = in_any(Values._tc_Labelled, Values.Labelled("c", Values.Point3(1, 2, "p", 0.5), Values.Node(1, tail)), align, le)
+    assert type(got.at) is Values.Point3 and (got.caption, got.at.z, got.chain.next.id) == ("c", 0.5, 2)
+    inner = CORBA.Any(Values._tc_Node, Values.Node(1, Values.Node(2, None)))
+    got = in_any(CORBA._tc_any, inner, align, le)
+    assert got.value().next.id == 2
+
+
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_an_any_inside_a_value_inside_an_any(le: bool) -> None:
+    # Bag's members hold values; an any of a sequence of anys holds a Bag and a chain.
+    p = Values.Point(1, 1, "h")
+    items = [CORBA.Any(Values._tc_Bag, Values.Bag(Values.Holder(1, p, "l"), [p])),
+             CORBA.Any(Values._tc_Node, Values.Node(3, Values.Node(4, None)))]
+    got = in_any(omniORB.tcInternal.createTypeCode(ANY_SEQUENCE), items, 3, le)
+    bag, chain = (a.value() for a in got)
+    assert bag.held.p is bag.many[0] and bag.held.p.name == "h" and chain.next.id == 4
+
+
+ANY_SEQUENCE = (TV_SEQUENCE, ANY, 0)
+
+
+def test_a_value_of_a_type_only_the_typecode_names_is_an_unknown_value() -> None:
+    body = BodyCodec((ANY,)).pack((CORBA.Any(Values._tc_Node, Values.Node(1, Values.Node(2, None))),), 0, True)
+    renamed = body.replace(b"IDL:Values/Node:1.0", b"IDL:Values/Nodx:1.0")  # a type nobody loaded
+    (got,) = BodyCodec((ANY,)).unpack(renamed, 0, True)
+    node = got.value()
+    assert isinstance(node, omniORB.UnknownValueBase) and type(node.next) is type(node)
+    assert (node.id, node.next.id, node.next.next) == (1, 2, None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=node_graphs(), le=st.booleans(), align=st.integers(0, 7))
+def test_reads_back_what_the_writer_writes_in_an_any(nodes: list[Any], le: bool, align: int) -> None:
+    got = in_any(omniORB.tcInternal.createTypeCode(NODES), nodes, align, le)
+    assert graph_shape(got) == graph_shape(nodes)
+
+
+def test_anys_after_a_nested_value_are_bounded() -> None:
+    # The layout walk stops at the first value inside a value; what follows is bounded by the reader.
+    chain = CORBA.Any(Values._tc_Node, Values.Node(1, Values.Node(2, None)))
+    deep = CORBA.Any(CORBA.TC_long, 5)
+    for _ in range(10):
+        deep = CORBA.Any(CORBA._tc_any, deep)
+    codec = BodyCodec((ANY_SEQUENCE,))
+    body = codec.pack(([chain, deep],), 0, True)
+    assert codec.unpack(body, 0, True)[0][1].value().value() is not None
+    with pytest.raises(CORBA.MARSHAL, match="anys and values nested more than 8 deep"):
+        codec.unpack(body, 0, True, bounds=Bounds(max_nesting_depth=8))
+
+
+def test_a_bad_typecode_after_a_nested_value_gets_marshal() -> None:
+    chain = CORBA.Any(Values._tc_Node, Values.Node(1, Values.Node(2, None)))
+    codec = BodyCodec((ANY_SEQUENCE,))
+    body = codec.pack(([chain, CORBA.Any(CORBA.TC_long, 5)],), 0, True)
+    assert body[-8:-4] == struct.pack("<I", 3)  # the second any's TypeCode: tk_long
+    with pytest.raises(CORBA.MARSHAL, match="unacceptable body"):
+        codec.unpack(body[:-8] + struct.pack("<I", 0x99) + body[-4:], 0, True)

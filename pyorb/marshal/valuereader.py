@@ -34,6 +34,7 @@ import struct
 from typing import Any, Callable
 
 import omniORB
+from omniORB import CORBA
 
 from pyorb.marshal.layout import Bounds, CDRLayoutError, NestedValueError
 from pyorb.marshal.layout.cursors import _Frame
@@ -42,7 +43,7 @@ from pyorb.marshal.layout.valuetypes import MARSHAL_NO_VALUE_FACTORY
 from pyorb.marshal.orb import Descriptor
 from pyorb.marshal.values import resolve, values_can_nest
 
-TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_EXCEPT = 15, 16, 19, 20, 22
+TV_ANY, TV_TYPECODE, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_EXCEPT = 11, 12, 15, 16, 19, 20, 22
 TV_VALUE, TV_VALUE_BOX = 29, 30
 
 _NULL, _INDIRECTION = 0, 0xFFFFFFFF
@@ -85,7 +86,7 @@ class _In:
     """One body being read: where the reader is, the chunk open now, what an indirection may name."""
 
     __slots__ = ("buf", "scratch", "base", "le", "fmt", "bounds", "leaf", "p", "end", "level", "closed", "values",
-                 "ids")
+                 "ids", "anys")
 
     def __init__(self, buf: bytes, base: int, le: bool, bounds: Bounds, leaf: Leaf) -> None:
         self.buf, self.base, self.le, self.bounds, self.leaf = buf, base, le, bounds, leaf
@@ -94,6 +95,7 @@ class _In:
         self.p = 0
         self.end = len(buf)  # the end of the open chunk (the data's end outside chunked values)
         self.level = 0  # chunked values open around the reader
+        self.anys = 0  # anys open around the reader
         self.closed = _NONE_CLOSED  # the lowest level the last end tag closed, while its containers finish
         self.values: dict[int, Any] = {}  # where a value's tag is -> the object read there
         self.ids: dict[int, Any] = {}  # where a repository id (str) or id list (tuple) is -> it
@@ -152,8 +154,22 @@ class _In:
             disc = self.any_type(desc[5])
             arm = desc[8].get(disc, desc[7])
             return desc[1](disc, None if arm is None else self.any_type(arm[2]))
-        raise NestedValueError("an any, an abstract interface or an event type in a body that holds a value "
+        if kind == TV_ANY:
+            return self.any_value()
+        raise NestedValueError("an abstract interface or an event type in a body that holds a value "
                                "inside another value's state: pyorb does not read one")
+
+    def any_value(self) -> Any:
+        """An any: its TypeCode read by omniORB (bounded by the layout walk), its content here."""
+        if self.anys + self.level >= self.bounds.max_nesting_depth:
+            raise CDRLayoutError(f"anys and values nested more than {self.bounds.max_nesting_depth} deep "
+                                 f"(offset {self.p})")
+        tc = self.leaf_value(TV_TYPECODE)
+        self.anys += 1
+        try:
+            return CORBA.Any(tc, self.any_type(tc._d))
+        finally:
+            self.anys -= 1
 
     def count(self) -> int:
         """A sequence's length, which each element takes at least one octet of (or, for values, four)."""
@@ -241,6 +257,8 @@ class _In:
             obj = self.state(head, [actual[4]], truncated, at)[0]
         else:
             factory = omniORB.findValueFactory(actual[2])
+            if factory is None and isinstance(actual[1], type) and issubclass(actual[1], omniORB.UnknownValueBase):
+                factory = actual[1]  # a type only an any's TypeCode names: omniORBpy's stand-in class
             if factory is None:
                 raise CDRLayoutError(f"no value factory for {actual[2]!r} (the value at offset {at})",
                                      MARSHAL_NO_VALUE_FACTORY)

@@ -18,6 +18,7 @@ from pyorb.marshal.orb import Descriptor
 
 TV_ANY, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 11, 15, 16, 19, 20, 21, 22
 TV_INDIRECT = -1
+TV_INDIRECT_RECEIVED = 0xFFFFFFFF  # the same, in the descriptors omniORBpy builds from a received TypeCode
 TV_VALUE, TV_VALUE_BOX = 29, 30
 
 
@@ -26,7 +27,7 @@ def resolve(desc: Descriptor) -> Descriptor:
     while isinstance(desc, tuple):
         if desc[0] == TV_ALIAS:
             desc = desc[3]
-        elif desc[0] == TV_INDIRECT:
+        elif desc[0] == TV_INDIRECT or desc[0] == TV_INDIRECT_RECEIVED:
             target = desc[1][0]
             desc = omniORB.findType(target) if isinstance(target, str) else target
         else:
@@ -153,7 +154,7 @@ def nested_value(desc: Descriptor, value: Any, inside: bool = False) -> bool:
             return any(nested_value(t, getattr(value, n, None), True) for n, t in value_members(desc))
         return nested_value(desc[4], value, True)
     if kind in (TV_SEQUENCE, TV_ARRAY):
-        if isinstance(desc[1], int):  # primitives: no values inside (and octets come as bytes)
+        if isinstance(desc[1], int) and desc[1] != TV_ANY:  # primitives: no values inside (and octets come as bytes)
             return False
         return any(nested_value(desc[1], v, inside) for v in value)
     if kind in (TV_STRUCT, TV_EXCEPT):

@@ -32,7 +32,7 @@ from pyorb.marshal.layout.descriptors import value_members
 from pyorb.marshal.orb import Descriptor
 from pyorb.marshal.values import nested_value, resolve, values_can_nest
 
-TV_ANY, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_EXCEPT = 11, 15, 16, 19, 20, 22
+TV_ANY, TV_TYPECODE, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_EXCEPT = 11, 12, 15, 16, 19, 20, 22
 TV_VALUE, TV_VALUE_BOX, TV_ABSTRACT, TV_EVENT = 29, 30, 32, 36
 VM_TRUNCATABLE = 3
 
@@ -129,10 +129,12 @@ class _Out:
             arm = desc[8].get(value._d, desc[7])
             if arm is not None:
                 self.any_type(arm[2], value._v)
-        else:  # an any: its TypeCode and content are omniORB's to write, and it aborts on one of these
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, "cannot send an any that holds a value inside another value's "
-                                "state, or a value inside another value's state that holds an any: "
-                                "pyorb writes anys through omniORB, which cannot write one")
+        else:  # an any holding a value inside a value: its TypeCode by omniORB, its content here
+            if not isinstance(value, CORBA.Any):
+                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO, f"an any given a {type(value).__name__}")
+            self.data()
+            self.buf += self.leaf(TV_TYPECODE, value._t, (self.base + len(self.buf)) & 7, self.le)
+            self.any_type(value._t._d, value._v)
 
     def value(self, desc: tuple[Any, ...], value: Any) -> None:
         if value is None:

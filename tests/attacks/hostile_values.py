@@ -136,8 +136,25 @@ def empty_elements(count: int, little_endian: bool = True, base: int = 0) -> byt
     return _body(fill_empty_sequence(count), little_endian, base)
 
 
+def fill_chain_then_nested_anys(depth: int) -> Fill:
+    """An any holding a sequence<any>: a chain of two Links (a value inside a value, which pyorb's
+    value reader reads), then an any holding an any ... ``depth`` deep."""
+
+    def fill(w: CDRWriter) -> None:
+        w.ulong(TK_SEQUENCE)
+        w.encapsulation(lambda e: (e.ulong(TK_ANY), e.ulong(0)))
+        w.ulong(2)
+        link_typecode(w)
+        w.align(4)
+        w.raw(chunked_links(2))
+        fill_nested_anys(depth)(w)
+
+    return fill
+
+
 ATTACKS: dict[str, Attack] = {
     "any in any, 300,000 deep": attack(fill_nested_anys(300_000)),
+    "a chain, then any in any 300,000 deep": attack(fill_chain_then_nested_anys(300_000)),
     "sequence TypeCodes, 8,000 deep": attack(fill_nested_sequence_typecodes(8_000)),
     "sequence<null> of 2^27": attack(fill_empty_sequence(1 << 27)),
     "array<null, 2^27>": attack(fill_empty_array(1 << 27)),
@@ -249,8 +266,20 @@ VALUE_ATTACKS = {
     "bad value tag": lambda: _v32(0x7FFFFE00) + _v32(1) + _v32(0),
     "values 100000 deep": lambda: deep_links(100_000),
     "chunked values 100000 deep": lambda: chunked_links(100_000),
+    # A value inside a value first (read by pyorb's value reader, in an any too), then the fault.
+    "nested, then indirection forward":
+        lambda: _nested_link() + _v32(INDIRECTION) + _i32(8) + _i32(-1) + bytes(8),
+    "nested, then an end tag too deep": lambda: _nested_link() + _v32(0) + _i32(-3),
+    "nested, then a chunk past the end": lambda: _nested_link() + _v32(0) + _i32(-2) + _v32(0x100000) + _v32(0),
+    "nested, then state after the shared end tag": lambda: _nested_link() + _v32(0) + _i32(-1) + _v32(4) + _v32(0),
 }
 """Each: a give_link body the server must answer with MARSHAL (and carry on)."""
+
+
+def _nested_link() -> bytes:
+    """A chunked link whose next is a chunked link, open at the second's chunk of 8 octets (its id
+    here; its next comes after)."""
+    return _v32(CHUNKED_TAG) + _v32(4) + _v32(1) + _v32(CHUNKED_TAG) + _v32(8) + _v32(2)
 
 
 def _link_naming_its_own_id() -> bytes:

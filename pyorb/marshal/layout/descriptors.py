@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from pyorb.marshal.layout.kinds import (
-    Descriptor, TV_ALIAS, TV_ARRAY, TV_ENUM, TV_EXCEPT, TV_FIXED, TV_INDIRECT, TV_SEQUENCE, TV_STRING, TV_STRUCT,
-    TV_UNION, TV_VALUE, TV_VALUE_BOX, TV_WSTRING, _DISCS,
+    Descriptor, TC_INDIRECTION, TV_ALIAS, TV_ARRAY, TV_ENUM, TV_EXCEPT, TV_FIXED, TV_INDIRECT, TV_SEQUENCE, TV_STRING,
+    TV_STRUCT, TV_UNION, TV_VALUE, TV_VALUE_BOX, TV_WSTRING, _DISCS,
 )
 from pyorb.marshal.layout.nodes import (
     _Counted, _Node, _Ref, _STRING, _ULONG, _Union, _array, _fixed_node, _sequence, _struct, _wide,
@@ -106,7 +106,7 @@ def _build_value(desc: tuple[Any, ...], minor: int) -> _Node:
 def value_members(desc: tuple[Any, ...]) -> list[tuple[str, Descriptor]]:
     """(name, type) of a value type's state members, its bases' first."""
     base = _strip_alias(desc[6])
-    if isinstance(base, tuple) and base[0] == TV_INDIRECT:
+    if isinstance(base, tuple) and base[0] in (TV_INDIRECT, TC_INDIRECTION):
         base = _lazy_target(base[1])
     inherited = value_members(base) if isinstance(base, tuple) and base[0] == TV_VALUE else []
     return inherited + list(zip(desc[7::3], desc[8::3]))
@@ -151,6 +151,7 @@ _BUILDERS: dict[int, Callable[[tuple[Any, ...], int], _Node]] = {
     TV_ALIAS: lambda d, mi: _compile(d[3], mi),
     TV_FIXED: lambda d, mi: _fixed_node(d[1]),
     TV_INDIRECT: lambda d, mi: _Lazy(d[1], mi),
+    TC_INDIRECTION: lambda d, mi: _Lazy(d[1], mi),  # (as omniORBpy builds it from a received TypeCode)
     TV_VALUE: _build_value,
     TV_VALUE_BOX: _build_value,
 }
