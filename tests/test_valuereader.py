@@ -238,3 +238,14 @@ def test_a_bad_typecode_after_a_nested_value_gets_marshal() -> None:
     assert body[-8:-4] == struct.pack("<I", 3)  # the second any's TypeCode: tk_long
     with pytest.raises(CORBA.MARSHAL, match="unacceptable body"):
         codec.unpack(body[:-8] + struct.pack("<I", 0x99) + body[-4:], 0, True)
+
+
+@pytest.mark.parametrize("align", [0, 3])
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_an_exception_in_an_any_starts_with_its_repository_id(le: bool, align: int) -> None:
+    lost = Values.Lost(Values.Node(1, Values.Node(2, None)))
+    body = BodyCodec((ANY,)).pack((CORBA.Any(Values._tc_Lost, lost),), align, le)
+    rid = Values._d_Lost[2].encode() + b"\0"
+    assert struct.pack("<I" if le else ">I", len(rid)) + rid in body
+    got = in_any(Values._tc_Lost, lost, align, le)
+    assert type(got) is Values.Lost and (got.chain.id, got.chain.next.id, got.chain.next.next) == (1, 2, None)

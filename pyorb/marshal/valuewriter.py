@@ -38,6 +38,7 @@ VM_TRUNCATABLE = 3
 
 _TAG, _ONE_ID, _ID_LIST, _CHUNKED = 0x7FFFFF00, 2, 6, 8
 _INDIRECTION = 0xFFFFFFFF
+_REPO_ID_STRING = (18, 0)
 
 # leaf(type, value, stream position mod 8, little endian): its CDR from that position, padding zeroed.
 Leaf = Callable[[Descriptor, Any, int, bool], bytes]
@@ -112,6 +113,9 @@ class _Out:
             self.data()
             self.buf += self.leaf(desc, value, (self.base + len(self.buf)) & 7, self.le)
         elif kind in (TV_STRUCT, TV_EXCEPT):
+            if kind == TV_EXCEPT:  # an exception's body starts with its repository id
+                self.data()
+                self.buf += self.leaf(_REPO_ID_STRING, desc[2], (self.base + len(self.buf)) & 7, self.le)
             for name, member in zip(desc[4::2], desc[5::2]):
                 self.any_type(member, getattr(value, name))
         elif kind in (TV_SEQUENCE, TV_ARRAY):

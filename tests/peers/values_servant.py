@@ -142,7 +142,7 @@ def nested_echoes(echo: Any) -> dict[str, Any]:
 def _nested_in_anys(echo: Any, cycle: Any) -> list[Any]:
     """Values nested in values inside anys (as Java RMI-IIOP sends ``Object`` parameters): a
     chain and a cycle by the recursive TypeCode, a derived value in a value of its base's TypeCode,
-    one inside an any inside an any, and a sequence of values each holding a value."""
+    one inside an any inside an any, values in a value's struct and sequence, and a user exception."""
     chain = echo.echo_anything(CORBA.Any(Values._tc_Node, Values.Node(1, Values.Node(2, None)))).value()
     looped = echo.echo_anything(CORBA.Any(Values._tc_Node, cycle)).value()
     held = Values.Labelled("in any", Values.Point3(1, 2, "p3", 0.5), Values.Node(4, Values.Node(5, None)))
@@ -153,16 +153,18 @@ def _nested_in_anys(echo: Any, cycle: Any) -> list[Any]:
     bag = Values.Bag(Values.Holder(1, Values.Point(1, 1, "h"), "l"), [Values.Point(2, 2, "m")])
     many = echo.echo_anything(CORBA.Any(Values._tc_Bag, bag)).value()
     pair = echo.echo_anything(CORBA.Any(Values._tc_Labelled, Values.Labelled(None, None, Values.Node(8, shared))))
+    lost = echo.echo_anything(CORBA.Any(Values._tc_Lost, Values.Lost(Values.Node(10, Values.Node(11, None))))).value()
     return [[n.id for n in _nodes(chain)], [looped.id, looped.next.id, looped.next.next is looped],
             [labelled.caption, type(labelled.at).__name__, labelled.at.z, [n.id for n in _nodes(labelled.chain)]],
             [n.id for n in _nodes(twice)], [many.held.p.name, many.many[0].name],
-            [n.id for n in _nodes(pair.value().chain)]]
+            [n.id for n in _nodes(pair.value().chain)], [type(lost).__name__, [n.id for n in _nodes(lost.chain)]]]
 
 
 NESTED_ECHOES = {
     "chain": [1, 2, 3], "cycle": [7, 8, True], "labelled": ["lábel", "Point3", 0.5, [4, 5]],
     "truncatable": ["Tagged", "tag", None], "nulls": [None, None, None], "bag": [9, "in", "l", True, None, "o"],
-    "in anys": [[1, 2], [7, 8, True], ["in any", "Point3", 0.5, [4, 5]], [6, 7], ["h", "m"], [8, 9]],
+    "in anys": [[1, 2], [7, 8, True], ["in any", "Point3", 0.5, [4, 5]], [6, 7], ["h", "m"], [8, 9],
+                ["Lost", [10, 11]]],
 }
 """What :func:`nested_echoes` returns against a correct peer."""
 
