@@ -249,3 +249,82 @@ def test_an_exception_in_an_any_starts_with_its_repository_id(le: bool, align: i
     assert struct.pack("<I" if le else ">I", len(rid)) + rid in body
     got = in_any(Values._tc_Lost, lost, align, le)
     assert type(got) is Values.Lost and (got.chain.id, got.chain.next.id, got.chain.next.next) == (1, 2, None)
+
+
+# -- values nested in the skipped state of a truncated value ------------------------------------
+
+
+def text(s: str) -> bytes:
+    raw = s.encode() + b"\0"
+    return v32(len(raw)) + raw + bytes(-len(raw) % 4)
+
+
+def truncated_holding(nested: bytes, rest: bool = True) -> bytes:
+    """A Labelled whose ``at`` is of a type unknown here, truncatable to Values::Point, ``nested``
+    (values) in its own state between two chunks of it; the Labelled's chain comes after."""
+    body = v32(CHUNKED_TAG) + v32(4) + v32(0)  # Labelled, its caption null (in a chunk)
+    body += v32(CHUNKED_TAG | 6) + v32(2) + text("IDL:Elsewhere/Unknown:1.0") + text(Values._d_Point[2])
+    state = v32(1) + v32(2) + text("pt")
+    return body + v32(len(state)) + state + nested + (v32(8) + text("ab") + v32(-2) if rest else b"")
+
+
+def node(rid: str | None, k: int, level: int) -> bytes:
+    """A chunked Node of repository id ``rid`` (None: none, as omniORB writes a value of its declared
+    type) whose next is null, closed by its own end tag at ``level``."""
+    head = v32(CHUNKED_TAG) if rid is None else v32(CHUNKED_TAG | 2) + text(rid)
+    return head + v32(8) + v32(k) + v32(0) + v32(-level)
+
+
+@pytest.mark.parametrize("rid", [Values._d_Node[2], "IDL:Elsewhere/Node:1.0"], ids=["known", "unknown"])
+def test_a_truncated_value_skips_values_nested_in_its_state(rid: str) -> None:
+    body = truncated_holding(node(rid, 5, 3)) + v32(4) + v32(0) + v32(-1)  # the chain: a null
+    (got,) = BodyCodec((Values._d_Labelled,)).unpack(body, 0, True)
+    assert (type(got.at), got.at.name, got.chain) == (Values.Point, "pt", None)
+
+
+def pointing_back(nested: bytes) -> bytes:
+    """:func:`truncated_holding` ``nested``, the Labelled's chain an indirection to the first value in it."""
+    body = truncated_holding(nested)
+    at = len(truncated_holding(b"", rest=False))
+    return body + v32(4) + v32(INDIRECTION) + v32(at - (len(body) + 8)) + v32(-1)
+
+
+@pytest.mark.parametrize("rid", [Values._d_Node[2], None], ids=["with its id", "of the declared type"])
+def test_an_indirection_into_skipped_state_resolves(rid: str | None) -> None:
+    # Read as the type declared where the indirection is, if the value did not name its own.
+    (got,) = BodyCodec((Values._d_Labelled,)).unpack(pointing_back(node(rid, 5, 3)), 0, True)
+    assert type(got.chain) is Values.Node and (got.chain.id, got.chain.next) == (5, None)
+    assert (got.at.x, got.at.name) == (1, "pt")
+
+
+def test_an_indirection_into_skipped_state_of_an_unknown_type_gets_marshal() -> None:
+    with pytest.raises(CORBA.MARSHAL, match="no value type 'IDL:Elsewhere/Node:1.0' is known here"):
+        BodyCodec((Values._d_Labelled,)).unpack(pointing_back(node("IDL:Elsewhere/Node:1.0", 5, 3)), 0, True)
+
+
+def test_a_shared_end_tag_in_skipped_state_closes_the_truncated_value() -> None:
+    # The nested Node's end tag -2 closes the truncated value too: the Labelled goes on after it.
+    for rid in (Values._d_Node[2], "IDL:Elsewhere/Node:1.0"):
+        body = truncated_holding(node(rid, 5, 2), rest=False) + v32(4) + v32(0) + v32(-1)
+        (got,) = BodyCodec((Values._d_Labelled,)).unpack(body, 0, True)
+        assert (got.at.name, got.chain) == ("pt", None)
+
+
+SKIPPED_HOSTILE = {
+    "an end tag deeper than the values open": (node("IDL:Elsewhere/Node:1.0", 5, 4),
+                                               r"end tag -4 at offset \d+ is deeper than the 3 values open there"),
+    "a chunk past the data": (v32(CHUNKED_TAG | 2) + text("IDL:Elsewhere/Node:1.0") + v32(0x100000),
+                              r"a chunk of 1048576 octets at offset \d+ runs past the end of the data"),
+    "an unchunked value": (v32(VALUE_TAG | 2) + text("IDL:Elsewhere/Node:1.0") + v32(5) + v32(0),
+                           "an unchunked value inside a chunked one"),
+    "values 100 deep": (b"".join(v32(CHUNKED_TAG) + v32(4) + v32(k) for k in range(100)),
+                        "values nested more than 64 deep"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SKIPPED_HOSTILE))
+def test_hostile_skipped_state_gets_marshal(case: str) -> None:
+    nested, why = SKIPPED_HOSTILE[case]
+    body = truncated_holding(nested) + v32(4) + v32(0) + v32(-1)
+    with pytest.raises(CORBA.MARSHAL, match=why):
+        BodyCodec((Values._d_Labelled,)).unpack(body, 0, True)

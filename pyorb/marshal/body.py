@@ -100,7 +100,7 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare", "_value_refs")
+                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare", "_value_refs", "_valued")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -119,6 +119,9 @@ class BodyCodec:
         # omniORB's marshaler aborts the process on a value inside a value's state:
         # such bodies are checked before it sees them.
         self._nesting = values_can_nest(descs)
+        # Received bodies pyorb's value reader may take: any holding a value (a derived or truncated
+        # value may nest values in state its declared type lacks).
+        self._valued = values_can_nest(descs, True)
         # omniORB's marshaler takes only its own references, and pyorb cannot swap them into a value
         # it must not change: bodies whose values can hold references are written by pyorb.
         self._value_refs = any(value_holds_objref(d) for d in descs)
@@ -310,7 +313,7 @@ class BodyCodec:
             return layout.received(self._descs, body, little_endian, pad, bounds, fragment_starts=fragment_starts,
                                    text=text, giop_minor=2)
         except layout.NestedValueError as exc:
-            if fragment_starts or not self._nesting:
+            if fragment_starts or not self._valued:
                 raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}"
                                     + (" (in GIOP 1.1 fragments, which pyorb's value reader does not take)"
                                        if fragment_starts else "")) from None

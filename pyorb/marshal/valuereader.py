@@ -63,6 +63,16 @@ class _InProgress:
 _IN_PROGRESS = _InProgress()
 
 
+class _Skipped:
+    """A value nested in the skipped state of a truncated value, and the level it was nested at:
+    read when an indirection names it (by the type declared where the indirection is)."""
+
+    __slots__ = ("level",)
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+
 def read_values(descs: tuple[Descriptor, ...], body: bytes, align: int, little_endian: bool, bounds: Bounds,
                 leaf: Leaf) -> tuple[Any, ...]:
     """The values of ``descs`` in ``body`` (which starts at stream position ``align`` mod 8).
@@ -236,7 +246,7 @@ class _In:
         if head == _NULL:
             return None
         if head == _INDIRECTION:
-            return self.indirection(at)
+            return self.indirection(at, desc)
         if not _TAG_MIN <= head <= _TAG_MAX or head & _TYPE_INFO == 4:
             raise CDRLayoutError(f"bad value tag {head:#010x} at offset {at}")
         if self.level and self.end != len(self.buf) and self.p <= self.end and at < self.end:
@@ -295,21 +305,76 @@ class _In:
                 raise CDRLayoutError(f"a chunk runs {self.end - self.p} octets past its value's state (offset {self.p})")
             self.p = self.end
         self.end = len(self.buf)
-        while True:
+        if truncated:
+            closes, at = self.skip_state(level)
+        else:
             tag, at = self.token(self.end)
-            if tag >= 0x80000000:
-                break
-            if not truncated or not 0 < tag < _TAG_MIN:
+            if tag < 0x80000000:
                 raise CDRLayoutError(f"a chunked value's state ends at offset {at} but no end tag follows")
-            if self.p + tag > len(self.buf):
-                raise CDRLayoutError(f"a chunk of {tag} octets at offset {at} runs past the end of the data")
-            self.p += tag  # the rest of a truncated value: state of a type unknown here
-        closes = 0x100000000 - tag
+            closes = 0x100000000 - tag
         if closes > level:
             raise CDRLayoutError(f"end tag -{closes} at offset {at} is deeper than the {level} values open there")
         if closes < level:
             self.closed = closes
         self.end = self.p
+
+    def skip_state(self, level: int) -> tuple[int, int]:
+        """Skip the rest of a truncated value's state (of a type unknown here) at ``level``: its
+        chunks and the values nested between them, up to the end tag that closes it.  Returns
+        the level that end tag closes down to and where it is."""
+        while True:
+            tag, at = self.token(len(self.buf))
+            if tag >= 0x80000000:
+                return 0x100000000 - tag, at
+            if _TAG_MIN <= tag <= _TAG_MAX:
+                closes, at = self.skip_value(tag, at, level + 1)
+                if closes <= level:  # its end tag closed the truncated value too
+                    if self.closed == closes:
+                        self.closed = _NONE_CLOSED
+                    return closes, at
+            elif 0 < tag < _TAG_MIN:
+                if self.p + tag > len(self.buf):
+                    raise CDRLayoutError(f"a chunk of {tag} octets at offset {at} runs past the end of the data")
+                self.p += tag
+            elif tag:  # (a null between chunks has nothing to skip)
+                raise CDRLayoutError(f"a chunked value's state ends at offset {at} but no end tag follows")
+
+    def skip_value(self, head: int, at: int, level: int) -> tuple[int, int]:
+        """Skip a value nested in skipped state: its ids are kept (later indirections may name
+        them), the value itself cannot be made, so an indirection to it is refused."""
+        if head & _TYPE_INFO == 4:
+            raise CDRLayoutError(f"bad value tag {head:#010x} at offset {at}")
+        if not head & _CHUNKED:
+            raise CDRLayoutError(f"an unchunked value inside a chunked one (offset {at})")
+        if level > self.bounds.max_nesting_depth:
+            raise CDRLayoutError(f"values nested more than {self.bounds.max_nesting_depth} deep (offset {at})")
+        if head & _CODEBASE:
+            self.string_or_indirection("codebase URL")
+        known = None
+        if head & _TYPE_INFO:
+            ids = self.repo_ids() if head & _TYPE_INFO == _ID_LIST else (self.repo_id(),)
+            known = next((found for found in map(omniORB.findType, ids)
+                          if isinstance(found, tuple) and found[0] in (TV_VALUE, TV_VALUE_BOX)), None)
+        if known is not None:  # its ids name a type known here: read, so that indirections to it resolve
+            self.p = at
+            self.value(known)
+            closes = self.closed if self.closed < level else level
+            return closes, self.p - 4
+        self.values[at] = _Skipped(level)
+        closes, end = self.skip_state(level)
+        if closes > level:
+            raise CDRLayoutError(f"end tag -{closes} at offset {end} is deeper than the {level} values open there")
+        return closes, end
+
+    def skipped(self, at: int, level: int, desc: tuple[Any, ...]) -> Any:
+        """The value at ``at``, skipped where it was nested ``level`` deep, read now as ``desc``
+        (the reader's place restored after)."""
+        where = self.p, self.end, self.level, self.closed
+        self.p, self.end, self.level, self.closed = at, len(self.buf), level - 1, _NONE_CLOSED
+        try:
+            return self.value(desc)
+        finally:
+            self.p, self.end, self.level, self.closed = where
 
     def actual(self, desc: tuple[Any, ...], ids: tuple[str, ...], chunked: bool, at: int) -> tuple[tuple[Any, ...], bool]:
         """The type the repository ids name, and whether it is a truncation (to a known base)."""
@@ -327,11 +392,13 @@ class _In:
         offset, _ = self.token(len(self.buf))
         return at + 4 + offset - ((offset >> 31) << 32)
 
-    def indirection(self, at: int) -> Any:
+    def indirection(self, at: int, desc: tuple[Any, ...]) -> Any:
         target = self.target(at)
         got = self.values.get(target) if target < at else None  # only backwards: no loop of indirections
         if got is None:
             raise CDRLayoutError(f"indirection at offset {at} to offset {target}, where no value started")
+        if isinstance(got, _Skipped):
+            return self.skipped(target, got.level, desc)
         if got is _IN_PROGRESS:
             raise CDRLayoutError(f"indirection at offset {at} to the box at offset {target}, which holds it")
         return got

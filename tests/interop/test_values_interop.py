@@ -140,3 +140,39 @@ def test_values_nested_in_values_from_omniorbpy_client(omni_call: Any, servant: 
     finally:
         server.stop()
     assert server.proc.returncode in (0, None, -15), server.stderr
+
+
+ELSEWHERE = ROOT / "idl" / "values_elsewhere.idl"  # Elsewhere::Wrapped, which this process never loads
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+@pytest.mark.parametrize("peer", ["omniORBpy", "pyorb"])
+def test_a_truncated_value_holding_values_from_a_server(omni_server: Any, peer: str, version: Version,
+                                                        little_endian: bool) -> None:
+    # The server answers with a truncatable value of a type only it knows, holding the chain in its
+    # own state, and the chain again (an indirection into that state): pyorb skips that state and
+    # reads the chain where the indirection names it.
+    if peer == "omniORBpy":
+        server = omni_server(str(ELSEWHERE), "tests.peers.values_servant:Truncating")
+    else:
+        server = ServerProcess([sys.executable, "-m", "pyorb", "serve",
+                                f"{ROOT / 'tests/peers/values_servant.py'}:Truncating", "--idl", str(ELSEWHERE),
+                                "--key", "Truncating", "--stop-on-stdin-eof"])
+    try:
+        with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+            echo = client.resolve(server.ior, Values.Echo)
+            assert values_servant.truncated_reply(echo) == values_servant.TRUNCATED
+    finally:
+        server.stop()
+
+
+def test_a_truncated_value_holding_values_from_an_omniorbpy_client(omni_call: Any) -> None:
+    server = serve_values("Echo")
+    try:
+        got = omni_call(str(ELSEWHERE), "tests.peers.values_servant:omni_truncated_request", server.corbaloc,
+                        interface="Values::Echo")
+        assert got == values_servant.TRUNCATED
+    finally:
+        server.stop()
+    assert server.proc.returncode in (0, None, -15), server.stderr

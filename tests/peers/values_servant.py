@@ -265,3 +265,34 @@ def omni_calls(orb: Any, obj: Any) -> dict[str, Any]:
 def omni_calls_10(orb: Any, obj: Any) -> dict[str, Any]:
     """``omni_call`` entry over GIOP 1.0: the cases but the boxed wstring and the large sequence."""
     return calls(obj, wide=False, large=False)
+
+
+class Truncating(Echo):
+    """An Echo whose echo_labelled answers with its ``at`` an ``Elsewhere::Wrapped`` (idl/values_elsewhere.idl)
+    holding the chain, and the chain again: a truncatable value whose own state holds values, and an
+    indirection into that state, for a receiver that does not know ``Wrapped``."""
+
+    def echo_labelled(self, labelled: Any) -> Any:
+        import Elsewhere  # loaded with idl/values_elsewhere.idl, by this peer only
+
+        return Values.Labelled(labelled.caption, Elsewhere.Wrapped(1, 2, "w", labelled.chain), labelled.chain)
+
+
+def truncated_reply(echo: Any) -> list[Any]:
+    """echo_labelled through a :class:`Truncating` peer: what the Wrapped and the chain arrived as."""
+    got = echo.echo_labelled(Values.Labelled("t", None, Values.Node(1, Values.Node(2, None))))
+    return [type(got.at).__name__, got.at.name, [n.id for n in _nodes(got.chain)], got.at.x]
+
+
+def omni_truncated_request(orb: Any, obj: Any) -> list[Any]:
+    """``omni_call`` entry (idl/values_elsewhere.idl loaded): a Wrapped holding a chain, and the chain
+    again, sent to an Echo that does not know Wrapped; what it answered."""
+    import Elsewhere
+
+    chain = Values.Node(1, Values.Node(2, None))
+    got = obj.echo_labelled(Values.Labelled("t", Elsewhere.Wrapped(1, 2, "w", chain), chain))
+    return [type(got.at).__name__, got.at.name, [n.id for n in _nodes(got.chain)], got.at.x]
+
+
+TRUNCATED = ["Point", "w", [1, 2], 1]
+"""What :func:`truncated_reply` and :func:`omni_truncated_request` return against a correct peer."""

@@ -303,6 +303,9 @@ def _end_of_value(f: _Frame, i: int, truncated: bool) -> int:
         value, j = f.ulong(i)
         if value >= 0x80000000:
             break
+        if truncated and _TAG_MIN <= value <= _TAG_MAX:
+            raise NestedValueError(f"a chunked value inside a truncated value's skipped state (offset {j - 4}): "
+                                   "omniORB's unmarshaler cannot read one")
         if not truncated or not 0 < value < _TAG_MIN:
             raise CDRLayoutError(f"a chunked value's state ends at offset {j - 4} but no end tag follows")
         if j + value > f.full_end:
