@@ -304,7 +304,7 @@ def test_hostile_values_are_marshal_on_every_route(attack: str, in_any: bool, ve
     if (attack == "chunked values 100000 deep" or attack.startswith("nested")) and fragmented and version == GIOP_1_1:
         # pyorb's value reader takes nested chunked values as arguments and in anys, not in GIOP 1.1
         # fragments: there the second value is refused for being nested, before any bound.
-        assert "a chunked value inside a chunked value (offset N)" in got
+        assert "a chunked value inside a " in got and "(in GIOP N.N fragments" in got
     else:
         assert got == refusal(False, GIOP_1_2, False, CS_UTF8)
 

@@ -272,6 +272,11 @@ VALUE_ATTACKS = {
     "nested, then an end tag too deep": lambda: _nested_link() + _v32(0) + _i32(-3),
     "nested, then a chunk past the end": lambda: _nested_link() + _v32(0) + _i32(-2) + _v32(0x100000) + _v32(0),
     "nested, then state after the shared end tag": lambda: _nested_link() + _v32(0) + _i32(-1) + _v32(4) + _v32(0),
+    # A Link truncated from a type unknown here, a value nested in the state skipped.
+    "nested in skipped state, its chunk past the end":
+        lambda: _truncated_link() + _v32(CHUNKED_TAG) + _v32(0x100000) + _v32(0),
+    "nested in skipped state, its end tag too deep":
+        lambda: _truncated_link() + _v32(CHUNKED_TAG) + _v32(4) + _v32(2) + _i32(-3),
 }
 """Each: a give_link body the server must answer with MARSHAL (and carry on)."""
 
@@ -280,6 +285,13 @@ def _nested_link() -> bytes:
     """A chunked link whose next is a chunked link, open at the second's chunk of 8 octets (its id
     here; its next comes after)."""
     return _v32(CHUNKED_TAG) + _v32(4) + _v32(1) + _v32(CHUNKED_TAG) + _v32(8) + _v32(2)
+
+
+def _truncated_link() -> bytes:
+    """A chunked link of an unknown type truncatable to Hardening::Link, its Link state in a chunk."""
+    ids = [b"IDL:Nowhere/Thing:1.0\0", b"IDL:Hardening/Link:1.0\0"]
+    head = _v32(CHUNKED_TAG | 6) + _v32(len(ids)) + b"".join(_v32(len(i)) + i + bytes(-len(i) % 4) for i in ids)
+    return head + _v32(8) + _v32(1) + _v32(0)
 
 
 def _link_naming_its_own_id() -> bytes:

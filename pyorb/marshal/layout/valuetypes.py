@@ -400,6 +400,9 @@ def _move_chunked(state: _Node, m: _Mover, truncated: bool) -> None:
         if value >= 0x80000000 or not truncated or not 0 < value < _TAG_MIN:
             break
         i, k = main.span(j + 4, value, k, None)
+    if truncated and _TAG_MIN <= value <= _TAG_MAX:
+        raise NestedValueError(f"a chunked value inside a truncated value's skipped state (offset {j}): "
+                               "omniORB's unmarshaler cannot read one")
     if value < 0x80000000:
         raise CDRLayoutError(f"a chunked value's state ends at offset {j} but no end tag follows")
     if value != 0xFFFFFFFF:
