@@ -176,3 +176,20 @@ def test_a_truncated_value_holding_values_from_an_omniorbpy_client(omni_call: An
     finally:
         server.stop()
     assert server.proc.returncode in (0, None, -15), server.stderr
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+@pytest.mark.parametrize("peer", ["omniORBpy", "pyorb"])
+def test_a_large_body_of_nested_values_over_giop_1_2_fragments(omni_server: Any, peer: str,
+                                                                little_endian: bool) -> None:
+    # GIOP 1.2 fragments are joined before the value reader sees the body.
+    if peer == "omniORBpy":
+        server = omni_server(str(IDL), "tests.peers.values_servant:Echo")
+    else:
+        server = serve_values("Echo")
+    try:
+        with pyorb.BlockingClient(pyorb.Config(giop_version=GIOP_1_2, little_endian=little_endian)) as client:
+            echo = client.resolve(server.ior, Values.Echo)
+            assert values_servant.large_nested(echo) == values_servant.LARGE_NESTED
+    finally:
+        server.stop()

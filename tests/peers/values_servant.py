@@ -296,3 +296,16 @@ def omni_truncated_request(orb: Any, obj: Any) -> list[Any]:
 
 TRUNCATED = ["Point", "w", [1, 2], 1]
 """What :func:`truncated_reply` and :func:`omni_truncated_request` return against a correct peer."""
+
+
+def large_nested(echo: Any) -> list[Any]:
+    """A Bag holding 800 values in its state (about 20 KB, over omniORB's 8 KiB buffer, so omniORB
+    sends it in fragments), echoed: how many came back, and whether sharing held across them."""
+    shared = Values.Point(0, 0, "shared")
+    many = [shared if k % 100 == 0 else Values.Point(k, -k, f"p{k}") for k in range(800)]
+    got = echo.echo_bag(Values.Bag(Values.Holder(1, shared, "l"), many))
+    return [len(got.many), got.many[0] is got.many[700] is got.held.p, got.many[799].name]
+
+
+LARGE_NESTED = [800, True, "p799"]
+"""What :func:`large_nested` returns against a correct peer."""
