@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from omniORB import CORBA
@@ -92,9 +92,18 @@ def test_references_inside_values_with_omniorbpy(omni_server: Any, version: Vers
         assert values_servant.reference_calls(nested, echo) == values_servant.REFERENCE_EXPECTED
 
 
-def serve_values(servant: str) -> ServerProcess:
+def serve_values(servant: str, idl: Path = IDL) -> ServerProcess:
     return ServerProcess([sys.executable, "-m", "pyorb", "serve", f"{ROOT / 'tests/peers/values_servant.py'}:{servant}",
-                          "--idl", str(IDL), "--key", servant, "--stop-on-stdin-eof"])
+                          "--idl", str(idl), "--key", servant, "--stop-on-stdin-eof"])
+
+
+def echoed_through(server: Any, version: Version, little_endian: bool, case: Callable[[Any], Any]) -> Any:
+    """``case(echo)`` from a pyorb client through ``server`` (an Echo), which is stopped after."""
+    try:
+        with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+            return case(client.resolve(server.ior, Values.Echo))
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
@@ -103,12 +112,7 @@ def test_values_nested_in_values_pyorb_to_pyorb(version: Version, little_endian:
     # A chain, a cycle (one object again), a box, a derived and a truncatable value, nulls, and
     # values in a struct and a sequence inside a value's state: written and read by pyorb both ways.
     server = serve_values("Echo")
-    try:
-        with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
-            echo = client.resolve(server.ior, Values.Echo)
-            assert values_servant.nested_echoes(echo) == values_servant.NESTED_ECHOES
-    finally:
-        server.stop()
+    assert echoed_through(server, version, little_endian, values_servant.nested_echoes) == values_servant.NESTED_ECHOES
     assert server.proc.returncode in (0, None, -15), server.stderr
 
 
@@ -153,18 +157,9 @@ def test_a_truncated_value_holding_values_from_a_server(omni_server: Any, peer: 
     # The server answers with a truncatable value of a type only it knows, holding the chain in its
     # own state, and the chain again (an indirection into that state): pyorb skips that state and
     # reads the chain where the indirection names it.
-    if peer == "omniORBpy":
-        server = omni_server(str(ELSEWHERE), "tests.peers.values_servant:Truncating")
-    else:
-        server = ServerProcess([sys.executable, "-m", "pyorb", "serve",
-                                f"{ROOT / 'tests/peers/values_servant.py'}:Truncating", "--idl", str(ELSEWHERE),
-                                "--key", "Truncating", "--stop-on-stdin-eof"])
-    try:
-        with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
-            echo = client.resolve(server.ior, Values.Echo)
-            assert values_servant.truncated_reply(echo) == values_servant.TRUNCATED
-    finally:
-        server.stop()
+    server = (omni_server(str(ELSEWHERE), "tests.peers.values_servant:Truncating") if peer == "omniORBpy"
+              else serve_values("Truncating", ELSEWHERE))
+    assert echoed_through(server, version, little_endian, values_servant.truncated_reply) == values_servant.TRUNCATED
 
 
 def test_a_truncated_value_holding_values_from_an_omniorbpy_client(omni_call: Any) -> None:
@@ -183,13 +178,5 @@ def test_a_truncated_value_holding_values_from_an_omniorbpy_client(omni_call: An
 def test_a_large_body_of_nested_values_over_giop_1_2_fragments(omni_server: Any, peer: str,
                                                                 little_endian: bool) -> None:
     # GIOP 1.2 fragments are joined before the value reader sees the body.
-    if peer == "omniORBpy":
-        server = omni_server(str(IDL), "tests.peers.values_servant:Echo")
-    else:
-        server = serve_values("Echo")
-    try:
-        with pyorb.BlockingClient(pyorb.Config(giop_version=GIOP_1_2, little_endian=little_endian)) as client:
-            echo = client.resolve(server.ior, Values.Echo)
-            assert values_servant.large_nested(echo) == values_servant.LARGE_NESTED
-    finally:
-        server.stop()
+    server = omni_server(str(IDL), "tests.peers.values_servant:Echo") if peer == "omniORBpy" else serve_values("Echo")
+    assert echoed_through(server, GIOP_1_2, little_endian, values_servant.large_nested) == values_servant.LARGE_NESTED
