@@ -1,0 +1,226 @@
+"""The compiled blocking call (pyorb/client/_cblocking.pyx) agrees with its Python original.
+
+``_deadline_request`` must give the bytes of its original for any request
+and deadline.  ``BlockingConnection.call`` is run, original and twin, on one
+end of a socket pair whose other end a peer thread answers as scripted: a
+reply, a late reply before it, a reply in two pieces, CloseConnection,
+MessageError, bytes that are no GIOP message, the end of the connection, or
+silence until the call's timeout.  For the same calls and script both must
+return the same replies or raise the same exceptions (kind, completion,
+text), send the same requests (ids, flags, key, operation, body, service
+context ids; a timed-out call's CancelRequest) and leave the connection open
+or closed alike.  The tests run whenever the extension is built, whichever
+implementation the process uses (the originals are kept in
+``pyorb._accelerator.TWINS``).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from omniORB import CORBA, tcInternal
+
+import pyorb
+from pyorb import _accelerator
+from pyorb.client import blocking
+from pyorb.client.calls import Endpoint, Route
+from pyorb.config import Config
+from pyorb.giop import GIOP_1_2, GIOPConnection, Role, ServiceContext
+from pyorb.giop.codec import encode
+from pyorb.giop.codesets import CS_UTF8, CS_UTF16
+from pyorb.giop.ior import CodeSetComponent, CodeSetsInfo
+from pyorb.giop.messages import CLOSED, NEED_DATA, CancelRequest, CloseConnection, MessageError, Request
+from pyorb.giop.fast12 import encode_reply_12
+from pyorb.marshal import Operation
+
+MANY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SOME = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+STRING = (tcInternal.tv_string, 0)
+PING = Operation("ping", ((tcInternal.tv_ulonglong,), (tcInternal.tv_ulonglong,), {}))
+NOTIFY = Operation("notify", ((tcInternal.tv_ulonglong,), None, {}))  # oneway
+SAY = Operation("say", ((STRING, tcInternal.tv_long), (STRING,), {}))
+ARGUMENTS = {
+    "ping": st.tuples(st.integers(-1, 2**64)),
+    "notify": st.tuples(st.integers(0, 2**64 - 1)),
+    "say": st.tuples(st.text(max_size=30), st.integers(-2**31 - 1, 2**31)),
+}
+ENDING = ("close", "message_error", "garbage", "eof", "silent")
+SCRIPTS = ("reply", "reply", "late", "split", *ENDING)
+TIMEOUT = 0.3  # the silent peer's call times out after this (generous on a loaded machine: nothing else waits on it)
+
+
+def twin_call() -> Any:
+    """The compiled call; the tests that need it are skipped in a pure-Python process."""
+    if not pyorb.accelerated():
+        pytest.skip("the compiled accelerator is not in use")
+    from pyorb.client import _cblocking
+
+    return _cblocking.call
+
+
+ORIGINAL_CALL: Any = _accelerator.original("pyorb.client.blocking.BlockingConnection.call")
+ORIGINAL_REQUEST: Any = _accelerator.original("pyorb.client.blocking._deadline_request")
+
+
+def test_the_compiled_call_is_in_place_with_the_accelerator() -> None:
+    assert blocking.BlockingConnection.call is twin_call()
+    assert ORIGINAL_CALL is not blocking.BlockingConnection.call
+
+
+@MANY
+@given(
+    request_id=st.integers(0, 2**32 + 1),
+    flags=st.sampled_from([0, 3, 256]),
+    key=st.binary(max_size=13),
+    operation=st.text(min_size=1, max_size=9),
+    body=st.binary(max_size=19),
+    little_endian=st.booleans(),
+    timeout=st.one_of(st.floats(-5, 1e6), st.floats(allow_nan=True, allow_infinity=True), st.just(2.0**62)),
+    now=st.one_of(st.floats(0, 4e9), st.floats(-1, 1e12)),
+)
+def test_the_compiled_deadline_request_gives_what_the_python_one_gives(
+    request_id: int, flags: int, key: bytes, operation: str, body: bytes, little_endian: bool, timeout: float,
+    now: float,
+) -> None:
+    if not pyorb.accelerated():
+        pytest.skip("the compiled accelerator is not in use")
+    from pyorb.client import _cblocking
+
+    def outcome(f: Any) -> Any:
+        try:
+            return f(request_id, flags, key, operation, body, little_endian, timeout, now)
+        except Exception as exc:  # the kind and message are what is compared
+            return type(exc), str(exc)
+
+    assert outcome(_cblocking._deadline_request) == outcome(ORIGINAL_REQUEST)
+
+
+class Peer(threading.Thread):
+    """The server end of a socket pair: reads requests and answers each as ``scripts`` says, in order."""
+
+    def __init__(self, sock: socket.socket, scripts: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.sock = sock
+        self.scripts = list(scripts)
+        self.core = GIOPConnection(Role.SERVER)
+        self.seen: list[tuple[Any, ...]] = []
+
+    def run(self) -> None:
+        try:
+            self._serve()
+        except OSError:
+            pass  # the client closed its end
+        finally:
+            self.sock.close()
+
+    def _events(self) -> Any:
+        while True:
+            event = self.core.next_event()
+            if event is NEED_DATA:
+                data = self.sock.recv(65536)
+                if not data:
+                    return
+                self.core.receive_data(data)
+            elif event is CLOSED:
+                return
+            else:
+                yield event
+
+    def _serve(self) -> None:
+        for event in self._events():
+            if type(event) is CancelRequest:
+                self.seen.append(("cancel", event.request_id))
+                continue
+            if type(event) is not Request:
+                self.seen.append((type(event).__name__,))
+                continue
+            self.seen.append((event.request_id, event.response_flags, event.object_key, event.operation, event.body,
+                              tuple(c.context_id for c in event.service_contexts)))
+            if event.response_flags == 0:
+                continue  # oneway: its script is not used
+            script = self.scripts.pop(0)
+            rid, body = event.request_id, event.body
+            if script == "reply":
+                self.sock.sendall(encode_reply_12(rid, 0, body, True))
+            elif script == "late":
+                self.sock.sendall(encode_reply_12(rid + 1, 0, b"", False) + encode_reply_12(rid, 0, body, False))
+            elif script == "split":
+                data = encode_reply_12(rid, 0, body, True)
+                self.sock.sendall(data[:7])
+                self.sock.sendall(data[7:])
+            elif script == "close":
+                self.sock.sendall(encode(CloseConnection()))
+            elif script == "message_error":
+                self.sock.sendall(encode(MessageError()))
+            elif script == "garbage":
+                self.sock.sendall(b"NOT GIOP AT ALL!")
+            elif script == "eof":
+                self.sock.shutdown(socket.SHUT_RDWR)
+            # "silent": no answer; the client's CancelRequest is what comes next
+
+
+def run_calls(call: Any, calls: list[tuple[Operation, tuple[Any, ...], str, bool]], little_endian: bool,
+              contexts: tuple[Any, ...]) -> tuple[list[Any], list[Any], bool]:
+    """What each call gave, what the peer received, and whether the connection stayed open."""
+    ours, theirs = socket.socketpair()
+    peer = Peer(theirs, [script for op, _a, script, _d in calls if not op.oneway])
+    peer.start()
+    conn = blocking.BlockingConnection(ours, Config(little_endian=little_endian, read_timeout=5.0))
+    route = Route(Endpoint("127.0.0.1", 9), b"key\x00\x01", GIOP_1_2,
+                  code_sets=CodeSetsInfo(CodeSetComponent(CS_UTF8), CodeSetComponent(CS_UTF16)))
+    results: list[Any] = []
+    try:
+        for op, args, script, timed in calls:
+            timeout = TIMEOUT if script == "silent" else 30.0 if timed else None
+            deadline = None if timeout is None else blocking.time.monotonic() + timeout
+            try:
+                reply = call(conn, op, args, route, deadline, contexts, timeout)
+                results.append(None if reply is None else (reply.request_id, reply.reply_status, reply.body))
+            except CORBA.SystemException as exc:
+                results.append((type(exc), exc.minor, exc.completed, str(exc)))
+            except Exception as exc:
+                results.append((type(exc), str(exc)))
+            if script in ENDING and not op.oneway:
+                break  # the connection is over: a later call would wait for the peer thread's end
+        is_open = conn.is_open
+    finally:
+        conn.close()
+        peer.join(10)
+    return results, peer.seen, is_open
+
+
+@st.composite
+def a_call(draw: st.DrawFn) -> tuple[Operation, tuple[Any, ...], str, bool]:
+    op = draw(st.sampled_from([PING, PING, SAY, NOTIFY]))
+    return op, draw(ARGUMENTS[op.name]), draw(st.sampled_from(SCRIPTS)), draw(st.booleans())
+
+
+@SOME
+@given(calls=st.lists(a_call(), min_size=1, max_size=5), little_endian=st.booleans(),
+       contexts=st.sampled_from([(), (ServiceContext(0x50595200, b"an interceptor's"),)]))
+def test_the_compiled_call_gives_what_the_python_one_gives(
+    calls: list[tuple[Operation, tuple[Any, ...], str, bool]], little_endian: bool, contexts: tuple[Any, ...],
+) -> None:
+    compiled = twin_call()
+    # The first call chooses the code sets on the Python path in both: it is always a plain reply.
+    calls = [(PING, (1,), "reply", False), *calls]
+    expected = run_calls(ORIGINAL_CALL, calls, little_endian, contexts)
+    got = run_calls(compiled, calls, little_endian, contexts)
+    assert got == expected
+
+
+def test_the_compiled_call_cancels_a_timed_out_request_and_says_so() -> None:
+    """A call the peer never answers: TIMEOUT (completed MAYBE) from both, each followed by its CancelRequest."""
+    compiled = twin_call()
+    calls = [(PING, (1,), "reply", True), (PING, (2,), "silent", True)]
+    for call in (ORIGINAL_CALL, compiled):
+        results, seen, is_open = run_calls(call, calls, True, ())
+        assert results[0] == (1, 0, (1).to_bytes(8, "little"))
+        assert results[1][0] is CORBA.TIMEOUT and results[1][2] == CORBA.COMPLETED_MAYBE, results
+        assert seen[-1] == ("cancel", 2) and is_open
