@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,10 +33,12 @@ from pyorb.config import Config
 from pyorb.giop import GIOP_1_2, GIOPConnection, Role, ServiceContext
 from pyorb.giop.codec import encode
 from pyorb.giop.codesets import CS_UTF8, CS_UTF16
-from pyorb.giop.ior import CodeSetComponent, CodeSetsInfo
+from pyorb.giop.cdr import CDRWriter
+from pyorb.giop.ior import IOR, CodeSetComponent, CodeSetsInfo, build_ior
 from pyorb.giop.messages import CLOSED, NEED_DATA, CancelRequest, CloseConnection, MessageError, Request
 from pyorb.giop.fast12 import encode_reply_12
 from pyorb.marshal import Operation
+from pyorb.testing.waiting import wait_until_blocking
 
 MANY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOME = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -50,8 +52,8 @@ ARGUMENTS = {
     "notify": st.tuples(st.integers(0, 2**64 - 1)),
     "say": st.tuples(st.text(max_size=30), st.integers(-2**31 - 1, 2**31)),
 }
-ENDING = ("close", "message_error", "garbage", "eof", "silent")
-SCRIPTS = ("reply", "reply", "late", "split", *ENDING)
+ENDING = ("close", "message_error", "garbage", "eof", "silent", "forward")
+SCRIPTS = ("reply", "reply", "late", "split", *ENDING[:-1])
 TIMEOUT = 0.3  # the silent peer's call times out after this (generous on a loaded machine: nothing else waits on it)
 
 
@@ -104,12 +106,14 @@ def test_the_compiled_deadline_request_gives_what_the_python_one_gives(
 class Peer(threading.Thread):
     """The server end of a socket pair: reads requests and answers each as ``scripts`` says, in order."""
 
-    def __init__(self, sock: socket.socket, scripts: list[str]) -> None:
+    def __init__(self, sock: socket.socket, scripts: list[str], seen: list[tuple[Any, ...]] | None = None,
+                 forward: bytes = b"") -> None:
         super().__init__(daemon=True)
         self.sock = sock
-        self.scripts = list(scripts)
+        self.scripts = scripts  # popped as requests come: several peers may share one list
         self.core = GIOPConnection(Role.SERVER)
-        self.seen: list[tuple[Any, ...]] = []
+        self.seen: list[tuple[Any, ...]] = [] if seen is None else seen
+        self.forward = forward  # a LOCATION_FORWARD reply's body (an IOR), for "forward"
 
     def run(self) -> None:
         try:
@@ -144,7 +148,7 @@ class Peer(threading.Thread):
                               tuple(c.context_id for c in event.service_contexts)))
             if event.response_flags == 0:
                 continue  # oneway: its script is not used
-            script = self.scripts.pop(0)
+            script = "reply" if event.object_key == b"forwarded" else self.scripts.pop(0)
             rid, body = event.request_id, event.body
             if script == "reply":
                 self.sock.sendall(encode_reply_12(rid, 0, body, True))
@@ -154,6 +158,8 @@ class Peer(threading.Thread):
                 data = encode_reply_12(rid, 0, body, True)
                 self.sock.sendall(data[:7])
                 self.sock.sendall(data[7:])
+            elif script == "forward":
+                self.sock.sendall(encode_reply_12(rid, 3, self.forward, True))
             elif script == "close":
                 self.sock.sendall(encode(CloseConnection()))
             elif script == "message_error":
@@ -224,3 +230,99 @@ def test_the_compiled_call_cancels_a_timed_out_request_and_says_so() -> None:
         assert results[0] == (1, 0, (1).to_bytes(8, "little"))
         assert results[1][0] is CORBA.TIMEOUT and results[1][2] == CORBA.COMPLETED_MAYBE, results
         assert seen[-1] == ("cancel", 2) and is_open
+
+
+
+ORIGINAL_CLIENT_CALL: Any = _accelerator.original("pyorb.client.blocking.BlockingClient._call")
+# Arguments that marshal: every call sends its request (the server's count of them says when all arrived).
+VALID = {
+    "ping": st.tuples(st.integers(0, 2**64 - 1)),
+    "notify": st.tuples(st.integers(0, 2**64 - 1)),
+    "say": st.tuples(st.text(max_size=30), st.integers(-2**31, 2**31 - 1)),
+}
+CLIENT_SCRIPTS = ("reply", "reply", "late", "split", "forward", "close", "eof", "garbage")
+
+
+class Listener(threading.Thread):
+    """A loopback server: a :class:`Peer` per connection, all answering from one list of scripts;
+    "forward" sends the caller to another object of this same server."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.scripts: list[str] = []
+        self.seen: list[tuple[Any, ...]] = []
+        self.peers: list[Peer] = []
+        writer = CDRWriter(True)
+        self.ior(b"forwarded").encode(writer)
+        self.forward = writer.getvalue()
+
+    def ior(self, key: bytes) -> IOR:
+        return build_ior("IDL:pyorb.test/Pinger:1.0", "127.0.0.1", self.port, key)
+
+    def run(self) -> None:
+        while True:
+            try:
+                sock, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            peer = Peer(sock, self.scripts, self.seen, self.forward)
+            self.peers.append(peer)
+            peer.start()
+
+    def stop(self) -> None:
+        self.server.close()
+        self.join(10)
+        for peer in self.peers:
+            peer.join(10)
+
+
+def run_client_calls(calls: list[tuple[Operation, tuple[Any, ...], str, bool]], listener: Listener,
+                     originals: bool) -> tuple[list[Any], list[Any]]:
+    """What each call through a BlockingClient gave, and what the server received."""
+    listener.scripts[:] = [script for op, _a, script, _t in calls if not op.oneway]
+    listener.seen.clear()
+    results: list[Any] = []
+    with pytest.MonkeyPatch.context() as patch:
+        if originals:
+            patch.setattr(blocking.BlockingConnection, "call", ORIGINAL_CALL)
+            patch.setattr(blocking.BlockingClient, "_call", ORIGINAL_CLIENT_CALL)
+        with blocking.BlockingClient(Config(read_timeout=5.0)) as client:
+            target = listener.ior(b"key")
+            for op, args, _script, timed in calls:
+                try:
+                    results.append(client.call(target, op, args, 30.0 if timed else None))
+                except CORBA.SystemException as exc:
+                    results.append((type(exc), exc.minor, exc.completed, str(exc)))
+            # The server has read every request (a oneway one may still be on its way) before the client closes.
+            expected = len(calls) + sum(script == "forward" and not op.oneway for op, _a, script, _t in calls)
+            wait_until_blocking(lambda: sum(type(s[0]) is int for s in listener.seen) >= expected, timeout=10)
+    return results, list(listener.seen)
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.integration  # a loopback server
+@SOME
+@given(calls=st.lists(st.tuples(st.sampled_from([PING, PING, SAY, NOTIFY]), st.sampled_from(CLIENT_SCRIPTS),
+                                st.booleans()), min_size=1, max_size=6),
+       data=st.data())
+def test_the_compiled_client_call_gives_what_the_python_one_gives(
+    calls: list[tuple[Operation, str, bool]], data: st.DataObject, listener: Listener,
+) -> None:
+    """Calls through a BlockingClient, all originals or all twins: the same results, exceptions and requests,
+    across replies, forwards, CloseConnection (the next call reconnects), lost connections and protocol errors."""
+    twin_call()
+    full = [(op, data.draw(VALID[op.name]), script, timed) for op, script, timed in calls]
+    expected = run_client_calls(full, listener, originals=True)
+    got = run_client_calls(full, listener, originals=False)
+    assert got == expected

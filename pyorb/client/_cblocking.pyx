@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""A blocking call in C: the compiled twins of ``pyorb.client.blocking``'s ``BlockingConnection.call``
-and ``_deadline_request``.
+"""A blocking call in C: the compiled twins of ``pyorb.client.blocking``'s ``BlockingConnection.call``,
+``_deadline_request`` and ``BlockingClient._call``.
 
 A thread's blocking call holds the interpreter lock for everything but its
 two socket calls, so other threads wait while it runs Python between them.
@@ -14,8 +14,11 @@ through the core (whose per-read methods are themselves C twins) without a
 Python frame of its own.  Every other call runs the Python original; every
 failure (a send or receive that fails or times out, a protocol error, an
 event that ends the connection) is handed to the original's methods, so
-errors and their messages come from one place.  tests/test_blocking_twins.py
-checks both give the same bytes, replies and errors.
+errors and their messages come from one place.  ``_call`` (the client's
+hops, LOCATION_FORWARD included) takes an open connection straight from the
+client's table instead of through three Python frames.
+tests/test_blocking_twins.py checks each twin gives the same bytes, replies
+and errors as its original.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -227,3 +230,48 @@ def call(self, op, args, route, deadline, contexts=(), timeout=None):
                 self._connection_event(event)
     finally:
         lock.release()
+
+
+_original_client_call = _blocking.BlockingClient._call
+_reply_result = _blocking.reply_result
+_CallResult = _blocking.CallResult
+_LocationForward = _blocking.LocationForward
+
+
+def _call(self, op, args, route, clock, intercepted, target):
+    """The compiled twin of :meth:`pyorb.client.blocking.BlockingClient._call`: a call without
+    interceptors on an open connection goes straight to it; anything else runs the original's steps."""
+    if intercepted is not None:
+        return _original_client_call(self, op, args, route, clock, intercepted, target)
+    deadline, timeout = clock
+    max_forwards = self.config.max_forwards
+    for _hop in range(max_forwards + 1):
+        if route is None:
+            raise _errors.no_route(op.name, target, self._tls is not False)
+        with self._lock:
+            if self._closed:
+                raise _errors.client_closed()
+            conn = self._conns.get(route.endpoint)
+        if conn is not None and conn.is_open:
+            reached = route
+            try:
+                reply = conn.call(op, args, route, deadline, (), timeout)
+            except _StaleConnection:
+                # As the original's second attempt: another caller lost it while we waited.
+                conn, reached = self._reachable(route, clock, op.name)
+                try:
+                    reply = conn.call(op, args, reached, deadline, (), timeout)
+                except _StaleConnection:
+                    raise _errors.not_sent(op.name, route, "closed twice while the call waited for it") from None
+            core = conn._core
+        else:
+            reply, core, reached = self._request(route, op, args, clock, ())
+        if reply is None:
+            return _CallResult(None, 0)
+        try:
+            return _CallResult(_reply_result(op, reply, self.from_objref, self.value_bounds, core.char_set,
+                                             core.wide_giop11, reached, target), len(reply.body))
+        except _LocationForward as fwd:
+            target = fwd.target
+            route = self.route(target)
+    raise _errors.too_many_forwards(op.name, max_forwards)

@@ -606,3 +606,4 @@ marshal.set_objref_hook(_to_omni)
 # fragments) written, sent and read without the Python frames between the socket calls.
 _accelerator.twin(__name__, "_deadline_request", "pyorb.client._cblocking")
 _accelerator.twin(__name__, "BlockingConnection.call", "pyorb.client._cblocking")
+_accelerator.twin(__name__, "BlockingClient._call", "pyorb.client._cblocking")
