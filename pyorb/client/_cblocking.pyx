@@ -27,10 +27,9 @@ from libc.string cimport memcpy, memset
 
 import time as _time
 
-from omniORB import CORBA
-
 from pyorb.client import blocking as _blocking
 from pyorb.client import errors as _errors
+from pyorb.client._cwriter import numbered_body as _numbered_body
 from pyorb.giop import fast12 as _fast12
 from pyorb.giop import policies as _policies
 from pyorb.giop.errors import ProtocolError as _ProtocolError
@@ -43,7 +42,6 @@ _StaleConnection = _blocking.StaleConnection
 _RECV_SIZE = _blocking._RECV_SIZE
 _log = _blocking.log
 _timed_out = _errors.timed_out
-_SystemException = CORBA.SystemException
 _monotonic = _time.monotonic
 _now = _time.time
 _Reply = Reply
@@ -52,7 +50,6 @@ _encode = _fast12.encode_request_12
 _NEED_DATA = NEED_DATA
 _GIOP_1_2 = GIOP_1_2
 
-cdef int _REQUEST = 0
 cdef uint32_t _CONTEXT_ID = SC_INVOCATION_POLICIES
 cdef uint32_t _RELATIVE = _policies.RELATIVE_RT_TIMEOUT_POLICY_TYPE
 cdef uint32_t _END = _policies.REQUEST_END_TIME_POLICY_TYPE
@@ -89,7 +86,6 @@ def _deadline_request(request_id, response_flags, object_key, operation, body, l
             or len(object_key) > 0xFFFFFF or len(body) > 0xFFFFFF00 or len(operation) > 0xFFFFFF):
         return _py_deadline_request(request_id, response_flags, object_key, operation, body, little_endian,
                                     timeout, now)
-    op = (<str>operation).encode("utf-8")
     cdef bint little = little_endian
     cdef double t = timeout
     cdef double n = now
@@ -98,14 +94,10 @@ def _deadline_request(request_id, response_flags, object_key, operation, body, l
     if ticks < 0:
         ticks = 0
     cdef uint64_t end = <uint64_t>(_EPOCH + <int64_t>(n * _TICKS) + ticks)
-    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
-    cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op)
+    # The request without contexts and body: its header, key and operation, then an empty context list.
+    bare = _encode(request_id, response_flags, object_key, operation, b"", little_endian)
+    cdef Py_ssize_t count_at = PyBytes_GET_SIZE(bare) - 4
     cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
-    cdef Py_ssize_t pad = -key_len & 3
-    cdef Py_ssize_t chars_end = 28 + key_len + pad + 4 + op_len
-    # The NUL, padding to 4, the context count, the context (4-aligned: id, length, data), padding to 8.
-    cdef Py_ssize_t count_at = chars_end + 1
-    count_at += -count_at & 3
     cdef Py_ssize_t data_at = count_at + 12
     cdef Py_ssize_t end_at = data_at + _DEADLINE_SIZE
     if body_len:
@@ -113,15 +105,8 @@ def _deadline_request(request_id, response_flags, object_key, operation, body, l
     out = PyBytes_FromStringAndSize(NULL, end_at + body_len)
     cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
     memset(p, 0, end_at)
-    p[0] = 71; p[1] = 73; p[2] = 79; p[3] = 80  # GIOP
-    p[4] = 1; p[5] = 2; p[6] = 1 if little else 0; p[7] = _REQUEST
+    memcpy(p, PyBytes_AS_STRING(bare), count_at)
     _put_u32(p + 8, <uint32_t>(end_at + body_len - 12), little)
-    _put_u32(p + 12, <uint32_t>request_id, little)
-    p[16] = <uint8_t>response_flags
-    _put_u32(p + 24, <uint32_t>key_len, little)
-    memcpy(p + 28, PyBytes_AS_STRING(object_key), key_len)
-    _put_u32(p + 28 + key_len + pad, <uint32_t>(op_len + 1), little)
-    memcpy(p + chars_end - op_len, PyBytes_AS_STRING(op), op_len)
     _put_u32(p + count_at, 1, little)
     _put_u32(p + count_at + 4, _CONTEXT_ID, little)
     _put_u32(p + count_at + 8, <uint32_t>_DEADLINE_SIZE, little)
@@ -173,16 +158,8 @@ def call(self, op, args, route, deadline, contexts=(), timeout=None):
             if left <= 0:
                 raise _timed_out(name, route, timeout, sent=False)  # before the writer counts a request
             now = _now()
-        rid = writer._next_id
-        step = writer._step
-        writer._next_id = rid + step if rid <= 0xFFFFFFFF - step else writer._first_id
+        rid, body = _numbered_body(writer, op, args)
         le = writer.little_endian
-        try:
-            body = op.args.pack(args, 0, le, core.char_set)
-        except _SystemException as exc:
-            raise op.argument_error(args, exc) from None
-        if len(body) > writer.max_message_size:
-            raise writer._too_big(op, len(body))
         oneway = op.oneway
         flags = SYNC_NONE if oneway else SYNC_WITH_TARGET
         if deadline is None:

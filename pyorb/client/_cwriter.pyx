@@ -50,16 +50,8 @@ cdef class RequestWriter:
         if (self._chosen is not True or extra_contexts or type(object_key) is not bytes
                 or not (version is _GIOP_1_2 or version == _GIOP_1_2) or core.max_fragment_size is not None):
             return _original_request(self, op, args, object_key, version, code_sets, orb_type, extra_contexts)
-        rid = self._next_id
-        step = self._step
-        self._next_id = rid + step if rid <= 0xFFFFFFFF - step else self._first_id
+        rid, body = numbered_body(self, op, args)
         le = self.little_endian
-        try:
-            body = op.args.pack(args, 0, le, core.char_set)
-        except _SystemException as exc:
-            raise op.argument_error(args, exc) from None
-        if len(body) > self.max_message_size:
-            raise self._too_big(op, len(body))
         return rid, _encode(rid, SYNC_NONE if op.oneway else SYNC_WITH_TARGET, object_key, op.name, body, le)
 
     def _too_big(self, op, size):
@@ -68,3 +60,19 @@ cdef class RequestWriter:
     def cancel(self, request_id):
         """A CancelRequest for ``request_id``."""
         return _original_cancel(self, request_id)
+
+
+def numbered_body(writer, op, args):
+    """The next request id of ``writer`` (counted) and the GIOP 1.2 body of a call of ``op`` with ``args``,
+    once the connection's code sets are chosen: what a common request takes, whatever its header
+    (``RequestWriter.request`` here; the blocking client's compiled call, which adds a deadline's context)."""
+    rid = writer._next_id
+    step = writer._step
+    writer._next_id = rid + step if rid <= 0xFFFFFFFF - step else writer._first_id
+    try:
+        body = op.args.pack(args, 0, writer.little_endian, writer.core.char_set)
+    except _SystemException as exc:
+        raise op.argument_error(args, exc) from None
+    if len(body) > writer.max_message_size:
+        raise writer._too_big(op, len(body))
+    return rid, body
