@@ -300,13 +300,26 @@ def test_hostile_values_are_marshal_on_every_route(attack: str, in_any: bool, ve
         text = str(caught.value).replace("values of a recursive type nested", "values nested")
         return re.sub(r"-?\d+", "N", text)
 
-    got = refusal(in_any, version, fragmented, CHAR_SETS[char_set])
-    if (attack == "chunked values 100000 deep" or attack.startswith("nested")) and fragmented and version == GIOP_1_1:
-        # pyorb's value reader takes nested chunked values as arguments and in anys, not in GIOP 1.1
-        # fragments: there the second value is refused for being nested, before any bound.
-        assert "a chunked value inside a " in got and "(in GIOP N.N fragments" in got
-    else:
-        assert got == refusal(False, GIOP_1_2, False, CS_UTF8)
+    assert refusal(in_any, version, fragmented, CHAR_SETS[char_set]) == refusal(False, GIOP_1_2, False, CS_UTF8)
+
+
+@pytest.mark.parametrize("length,refusal", [
+    (12, "a chunk runs 4 octets past its value's state"), (16, "a chunk of 16 octets at offset 16 runs past the end"),
+    (0x100000, "a chunk of 1048576 octets at offset 16 runs past the end of the data"),
+    (0x7FFFFF08, "a value's state ends before its members do"),
+], ids=["over the end tag", "past the end", "far past the end", "a value tag"])
+def test_a_nested_chunk_across_giop_1_1_fragments_must_tell_its_length(length: int, refusal: str) -> None:
+    # A value nested in a value, its chunk cut by a Fragment header: read where it lies when its
+    # length is true, MARSHAL when the length lies.
+    conn, req = _received(hostile.nested_across_fragments(8), Role.SERVER)
+    assert isinstance(req, Request) and req.fragment_starts
+    args = OPS["give_link"].args
+    (link,) = args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts, TIGHT, conn.char_set)
+    assert (link.id, link.next.id, link.next.next) == (1, 2, None)
+    conn, req = _received(hostile.nested_across_fragments(length), Role.SERVER)
+    assert isinstance(req, Request) and req.fragment_starts
+    with pytest.raises(CORBA.MARSHAL, match=re.escape(f"unacceptable body: {refusal}")):
+        args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts, TIGHT, conn.char_set)
 
 
 # -- the attacker's way, live: raw GIOP without a CodeSets context, every strategy -----------

@@ -279,7 +279,7 @@ class BodyCodec:
             try:
                 body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
             except layout.NestedValueError as exc:
-                return self._read_nested(body, pad, little_endian, bounds, char_set, exc)
+                return self._read_nested(body, pad, little_endian, fragment_starts, bounds, char_set, exc)
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (cdr_unmarshal(self._read_descs[0], body, little_endian),)
@@ -313,17 +313,15 @@ class BodyCodec:
             return layout.received(self._descs, body, little_endian, pad, bounds, fragment_starts=fragment_starts,
                                    text=text, giop_minor=2)
         except layout.NestedValueError as exc:
-            if fragment_starts or not self._valued:
-                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}"
-                                    + (" (in GIOP 1.1 fragments, which pyorb's value reader does not take)"
-                                       if fragment_starts else "")) from None
+            if not self._valued:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
             raise  # read by pyorb's value reader
         except ValueError as exc:
             raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
 
     def _read_nested(
-        self, body: bytes, pad: int, little_endian: bool, bounds: layout.Bounds, char_set: int,
-        found: layout.NestedValueError,
+        self, body: bytes, pad: int, little_endian: bool, fragment_starts: tuple[int, ...], bounds: layout.Bounds,
+        char_set: int, found: layout.NestedValueError,
     ) -> tuple[Any, ...]:
         """A body holding a chunked value inside a chunked value (``found`` says where), read by
         pyorb's value reader (omniORB's unmarshaler aborts on one); its leaves still by omniORB."""
@@ -332,7 +330,7 @@ class BodyCodec:
             return _leaf_codec(desc).unpack(octets, align, little_endian, (), bounds, char_set)[0]
 
         try:
-            return read_values(self._descs, body, pad, little_endian, bounds, leaf)
+            return read_values(self._descs, body, pad, little_endian, bounds, leaf, fragment_starts)
         except layout.NestedValueError:  # in an any, which the reader leaves to omniORB: the walk's refusal
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {found}") from None
         except ValueError as exc:

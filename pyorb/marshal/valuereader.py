@@ -21,6 +21,13 @@ read by ``leaf`` (omniORB, through a one-type
 :class:`~pyorb.marshal.body.BodyCodec`), once its extent is known from the
 layout walk; such a member split across two chunks is read member by member.
 
+A body that came in a GIOP 1.1 fragment train is read where it lies: each
+aligned token in the phase of its own Fragment payload (omniORB aligns each
+relative to its Fragment message), each leaf copied into one stream by the
+layout's realigning walk (:func:`~pyorb.marshal.layout.realign_one`) before
+``leaf`` reads it.  Offsets (chunk lengths, indirections) count the payloads'
+octets without the Fragment headers, as omniORB counts them.
+
 Every read is bounded: values nest at most ``Bounds.max_nesting_depth``
 deep, lengths are checked against the data before anything is allocated,
 and an indirection must point back to a value (or repository id) that
@@ -31,12 +38,13 @@ ValueError) saying what is wrong and at which offset.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from typing import Any, Callable
 
 import omniORB
 from omniORB import CORBA
 
-from pyorb.marshal.layout import Bounds, CDRLayoutError, NestedValueError
+from pyorb.marshal.layout import Bounds, CDRLayoutError, NestedValueError, fragment_segments, realign_one
 from pyorb.marshal.layout.cursors import _Frame
 from pyorb.marshal.layout.descriptors import _compile, value_members
 from pyorb.marshal.layout.valuetypes import MARSHAL_NO_VALUE_FACTORY
@@ -74,13 +82,17 @@ class _Skipped:
 
 
 def read_values(descs: tuple[Descriptor, ...], body: bytes, align: int, little_endian: bool, bounds: Bounds,
-                leaf: Leaf) -> tuple[Any, ...]:
+                leaf: Leaf, fragment_starts: tuple[int, ...] = ()) -> tuple[Any, ...]:
     """The values of ``descs`` in ``body`` (which starts at stream position ``align`` mod 8).
+
+    ``fragment_starts`` (GIOP 1.1 only) are the offsets in ``body`` where
+    Fragment payloads begin, each aligned relative to its own Fragment.
 
     Raises CDRLayoutError for a body that does not decode as its types say
     or passes one of ``bounds``.
     """
-    reader = _In(body, align % 8, little_endian, bounds, leaf)
+    segments = fragment_segments(len(body), align % 8, fragment_starts) if fragment_starts else None
+    reader = _In(body, align % 8, little_endian, bounds, leaf, segments)
     try:
         values = tuple(reader.any_type(desc) for desc in descs)
     except RecursionError:
@@ -96,10 +108,14 @@ class _In:
     """One body being read: where the reader is, the chunk open now, what an indirection may name."""
 
     __slots__ = ("buf", "scratch", "base", "le", "fmt", "bounds", "leaf", "p", "end", "level", "closed", "values",
-                 "ids", "anys")
+                 "ids", "anys", "segments", "starts")
 
-    def __init__(self, buf: bytes, base: int, le: bool, bounds: Bounds, leaf: Leaf) -> None:
+    def __init__(self, buf: bytes, base: int, le: bool, bounds: Bounds, leaf: Leaf,
+                 segments: list[tuple[int, int, int]] | None = None) -> None:
         self.buf, self.base, self.le, self.bounds, self.leaf = buf, base, le, bounds, leaf
+        # A GIOP 1.1 fragment train's (start, end, phase shift) of each payload, or None for one stream.
+        self.segments = segments
+        self.starts = [a for a, _, _ in segments] if segments else []
         self.scratch = bytearray(buf)  # the layout walk zeroes padding as it goes: not in ``buf``
         self.fmt = struct.Struct("<I" if le else ">I")
         self.p = 0
@@ -113,13 +129,26 @@ class _In:
     # -- the stream ---------------------------------------------------------
 
     def aligned(self, i: int, n: int) -> int:
-        return i + ((-(i + self.base)) & (n - 1))
+        """Where an ``n``-aligned primitive of ``n`` octets read at ``i`` starts."""
+        segments = self.segments
+        if segments is None:
+            return i + ((-(i + self.base)) & (n - 1))
+        k = bisect_right(self.starts, i) - 1
+        _, end, shift = segments[k]
+        j = i + ((-(i + shift)) & (n - 1))
+        while j >= end and k + 1 < len(segments):  # only padding (or nothing) is left in this fragment
+            k += 1
+            start, end, shift = segments[k]
+            j = start + ((-(start + shift)) & (n - 1))
+        return j
 
     def token(self, limit: int) -> tuple[int, int]:
         """The aligned ulong at or after ``p`` and where it starts (before ``limit``)."""
         j = self.aligned(self.p, 4)
         if j + 4 > limit:
             raise CDRLayoutError(f"the data ends inside a ulong at offset {j}")
+        if self.segments is not None and j + 4 > self.segments[bisect_right(self.starts, j) - 1][1]:
+            raise CDRLayoutError(f"a ulong at offset {j} is split across GIOP 1.1 fragments")
         value: int = self.fmt.unpack_from(self.buf, j)[0]
         self.p = j + 4
         return value, j
@@ -193,11 +222,9 @@ class _In:
         """A member holding no value: its extent by the layout walk, its value by ``leaf``."""
         self.data()
         i = self.p
-        frame = _Frame(self.scratch, self.end, self.base, self.le, 2, {}, 0, len(self.buf), self.bounds)
-        frame.chunked = 1  # (a value inside an any here would be a value inside a value)
         try:
             try:
-                j = _compile(desc, 2).zero(frame, i)
+                octets, phase, j = self.extent(desc, i)
             except CDRLayoutError:
                 if not self.level or self.aligned(i, 8) < self.end:
                     raise
@@ -205,16 +232,24 @@ class _In:
                 # padding): the member starts in the next chunk.
                 self.p = self.end
                 self.open_chunk()
-                i = self.p
-                frame.end = self.end
-                j = _compile(desc, 2).zero(frame, i)
+                octets, phase, j = self.extent(desc, self.p)
         except CDRLayoutError:
             kind = desc[0] if isinstance(desc, tuple) else desc
             if not self.level or self.end == len(self.buf) or kind not in (TV_STRUCT, TV_EXCEPT, TV_SEQUENCE, TV_ARRAY):
                 raise
             return self.split(desc, kind)  # a chunk ends inside it: member by member
         self.p = j
-        return self.leaf(desc, self.buf[i:j], (i + self.base) & 7)
+        return self.leaf(desc, octets, phase)
+
+    def extent(self, desc: Descriptor, i: int) -> tuple[bytes, int, int]:
+        """The member of type ``desc`` at ``i``, within the open chunk: its octets as one
+        stream, their phase, and where it ends (found by the layout walk, which checks it)."""
+        if self.segments is not None:
+            return realign_one(desc, self.buf, self.le, i, self.end, self.segments, self.bounds)
+        frame = _Frame(self.scratch, self.end, self.base, self.le, 2, {}, 0, len(self.buf), self.bounds)
+        frame.chunked = 1  # (a value inside an any here would be a value inside a value)
+        j = _compile(desc, 2).zero(frame, i)
+        return self.buf[i:j], (i + self.base) & 7, j
 
     def split(self, desc: tuple[Any, ...], kind: int) -> Any:
         if kind in (TV_STRUCT, TV_EXCEPT):

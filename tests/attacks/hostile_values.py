@@ -281,6 +281,15 @@ VALUE_ATTACKS = {
 """Each: a give_link body the server must answer with MARSHAL (and carry on)."""
 
 
+def nested_across_fragments(inner_length: int) -> bytes:
+    """A GIOP 1.1 give_link Request (little endian) of a chunked link holding a chunked link, cut into
+    a fragment train inside the inner link's chunk, whose length says ``inner_length`` (8 is true)."""
+    inner = _v32(CHUNKED_TAG) + _v32(inner_length) + _v32(2)
+    body = _v32(CHUNKED_TAG) + _v32(4) + _v32(1) + inner + _v32(0) + _i32(-1)  # one end tag closes both
+    data = request(sized_value_attack(lambda: body), GIOP_1_1, True, False, None, "give_link")
+    return fragments_11(data, data.index(inner) + 8)  # between the inner chunk's length and its data
+
+
 def _nested_link() -> bytes:
     """A chunked link whose next is a chunked link, open at the second's chunk of 8 octets (its id
     here; its next comes after)."""

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 from pyorb import _accelerator
 from pyorb.marshal.layout.cursors import _Frame, _Mover
-from pyorb.marshal.layout.descriptors import _top
+from pyorb.marshal.layout.descriptors import _compile, _top
 from pyorb.marshal.layout.kinds import (
     Bounds, CDRLayoutError, DEFAULT_BOUNDS, Descriptor, UnsupportedTypeError, TC_INDIRECTION, TV_ABSTRACT,
     TV_ALIAS, TV_ANY, TV_ARRAY, TV_BOOLEAN, TV_CHAR, TV_COMPONENT, TV_DOUBLE, TV_ENUM, TV_EVENT, TV_EXCEPT,
@@ -44,7 +44,7 @@ from pyorb.marshal.layout.valuetypes import _Value
 
 __all__ = [
     "Bounds", "CDRLayoutError", "DEFAULT_BOUNDS", "Descriptor", "NestedValueError", "UnsupportedTypeError", "has_strings",
-    "needs_bounds", "realign_fragments", "received", "transcode_strings", "zero_padding", "TC_INDIRECTION", "TV_ABSTRACT",
+    "fragment_segments", "needs_bounds", "realign_fragments", "realign_one", "received", "transcode_strings", "zero_padding", "TC_INDIRECTION", "TV_ABSTRACT",
     "TV_ALIAS", "TV_ANY", "TV_ARRAY", "TV_BOOLEAN", "TV_CHAR", "TV_COMPONENT", "TV_DOUBLE", "TV_ENUM",
     "TV_EVENT", "TV_EXCEPT", "TV_FIXED", "TV_FLOAT", "TV_HOME", "TV_INDIRECT", "TV_LOCAL", "TV_LONG",
     "TV_LONGDOUBLE", "TV_LONGLONG", "TV_NATIVE", "TV_NULL", "TV_OBJREF", "TV_OCTET", "TV_PRINCIPAL",
@@ -273,6 +273,39 @@ def _reaches(descs: Sequence[Descriptor], found: Callable[[_Node], bool]) -> boo
         elif isinstance(node, _Ref):
             todo.append(node.get())
     return False
+
+
+def fragment_segments(n: int, base: int, fragment_starts: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(start, end, phase shift) of the body and of each Fragment payload of an ``n``-octet GIOP 1.1
+    train (body at stream position ``base``): within a segment the phase of index p is
+    ``(p + shift) & 7``, as omniORB aligns each payload relative to its own Fragment message."""
+    return _segments(n, base, fragment_starts, 12)
+
+
+def realign_one(
+    desc: Descriptor, data: bytes, little_endian: bool, start: int, end: int, segments: Sequence[tuple[int, int, int]],
+    bounds: Bounds = DEFAULT_BOUNDS, *, giop_minor: int = 2,
+) -> tuple[bytes, int, int]:
+    """One value of type ``desc`` at ``data[start]`` in a fragment train cut into ``segments`` (as
+    :func:`fragment_segments`), read no further than ``end``: its octets as one stream, that
+    stream's phase (mod 8), and where the value ended in ``data``.  The copying walk of
+    :func:`realign_fragments`, for one member: :mod:`pyorb.marshal.valuereader` reads the
+    members between the chunks and tags of nested values with it.
+
+    Raises CDRLayoutError (a ValueError) for malformed data, data running past ``end`` or past
+    one of ``bounds``.
+    """
+    cut = [(max(a, start), min(b, end), shift) for a, b, shift in segments if b > start and a < end]
+    if not cut:  # at the very end: only a member of no octets fits
+        shift = next((sh for a, b, sh in reversed(segments) if a <= start), segments[0][2])
+        cut = [(start, start, shift)]
+    phase = (cut[0][0] + cut[0][2]) & 7
+    try:
+        mover = _Mover(data, cut, phase, little_endian, giop_minor, bounds, None)
+        _compile(desc, giop_minor).move(mover)
+    except (RecursionError, IndexError, struct.error, OverflowError) as exc:
+        raise CDRLayoutError(f"malformed CDR data: {exc}") from None
+    return bytes(mover.out), phase, mover.p
 
 
 def _segments(n: int, base: int, starts: Sequence[int], origin: int) -> list[tuple[int, int, int]]:
