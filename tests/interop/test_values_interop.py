@@ -8,7 +8,11 @@ struct, a union, a sequence, an array, an any and a user exception.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +20,7 @@ import pytest
 from omniORB import CORBA
 
 import pyorb
+from pyorb.giop.ior import IOR
 from pyorb.giop.messages import GIOP_1_0, GIOP_1_1, GIOP_1_2, Version
 from pyorb.testing.kit import ServerProcess
 
@@ -104,6 +109,80 @@ def echoed_through(server: Any, version: Version, little_endian: bool, case: Cal
             return case(client.resolve(server.ior, Values.Echo))
     finally:
         server.stop()
+
+
+class WireTap:
+    """A relay on 127.0.0.1 in front of a loopback IIOP server that keeps every octet either side
+    sends: ``ior`` names the server's object at the relay's port.  One connection."""
+
+    def __init__(self, ior: str) -> None:
+        ref = IOR.from_string(ior)
+        profile = ref.iiop
+        assert profile is not None and profile.host in ("127.0.0.1", "localhost", "::1"), ior
+        self.upstream = (profile.host, profile.port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(60)
+        moved = dataclasses.replace(profile, host="127.0.0.1", port=self.listener.getsockname()[1])
+        self.ior = dataclasses.replace(ref, profiles=(moved,)).to_string()
+        self.requests, self.replies = bytearray(), bytearray()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            down, _ = self.listener.accept()
+        except OSError:
+            return
+        with down, socket.create_connection(self.upstream, timeout=60) as up:
+            down.settimeout(60)
+            back = threading.Thread(target=self._copy, args=(up, down, self.replies), daemon=True)
+            back.start()
+            self._copy(down, up, self.requests)
+            back.join(60)
+
+    @staticmethod
+    def _copy(src: socket.socket, dst: socket.socket, keep: bytearray) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+                keep += chunk
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+    @staticmethod
+    def message_kinds(sent: bytearray) -> list[tuple[int, int]]:
+        """(GIOP minor version, message type) of each message in ``sent`` (one direction)."""
+        data, pos, found = bytes(sent), 0, []
+        while pos + 12 <= len(data):
+            size = int.from_bytes(data[pos + 8 : pos + 12], "little" if data[pos + 6] & 1 else "big")
+            found.append((data[pos + 5], data[pos + 7]))
+            pos += 12 + size
+        return found
+
+    def close(self) -> None:
+        self.listener.close()
+        self.thread.join(60)
+
+
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+def test_a_large_body_of_nested_values_in_giop_1_1_fragments_from_omniorbpy(omni_server: Any,
+                                                                            little_endian: bool) -> None:
+    # omniORB sends the 20 KB reply as a GIOP 1.1 Reply and Fragments, each aligned relative to its
+    # own Fragment message: pyorb's value reader reads the nested values where they lie.
+    server = omni_server(str(IDL), "tests.peers.values_servant:Echo")
+    tap = WireTap(server.ior)
+    try:
+        with pyorb.BlockingClient(pyorb.Config(giop_version=GIOP_1_1, little_endian=little_endian)) as client:
+            got = values_servant.large_nested(client.resolve(tap.ior, Values.Echo))
+    finally:
+        tap.close()
+        server.stop()
+    assert got == values_servant.LARGE_NESTED
+    kinds = tap.message_kinds(tap.replies)
+    assert (1, 1) in kinds and kinds.count((1, 7)) >= 2  # a GIOP 1.1 Reply and its Fragments
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
