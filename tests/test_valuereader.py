@@ -19,8 +19,13 @@ import omniORB
 from omniORB import CORBA
 
 import pyorb
-from pyorb.marshal.body import BodyCodec
+from pyorb import marshal
+from pyorb.client.calls import reply_result
+from pyorb.giop.connection import GIOPConnection, Role
+from pyorb.giop.messages import GIOP_1_1, Reply, Request
+from pyorb.marshal.body import BodyCodec, operation_descriptors
 from pyorb.marshal.layout import Bounds
+from tests.attacks import hostile_values as hostile
 
 ROOT = Path(__file__).resolve().parents[1]
 Values = pyorb.load_idl(ROOT / "idl" / "values.idl").Values
@@ -328,3 +333,27 @@ def test_hostile_skipped_state_gets_marshal(case: str) -> None:
     body = truncated_holding(nested) + v32(4) + v32(0) + v32(-1)
     with pytest.raises(CORBA.MARSHAL, match=why):
         BodyCodec((Values._d_Labelled,)).unpack(body, 0, True)
+
+
+@pytest.mark.parametrize("le", [True, False], ids=["le", "be"])
+def test_a_user_exception_of_nested_values_in_a_giop_1_1_fragment_train(le: bool) -> None:
+    # Lost holding a chain that ends in a cycle, in a GIOP 1.1 USER_EXCEPTION Reply cut into a
+    # Reply and a Fragment halfway (inside a nested value): raised with the cycle one object again.
+    cycle = Values.Node(7, None)
+    cycle.next = Values.Node(8, cycle)
+    chain = Values.Node(1, Values.Node(2, cycle))
+    whole = hostile.reply(lambda little_endian=True, base=0: BodyCodec((Values._d_Node,)).pack((chain,), base,
+                                                                                               little_endian),
+                          GIOP_1_1, le, exception_id=Values.Lost._NP_RepositoryId)
+    conn = GIOPConnection(Role.CLIENT)
+    conn.send(Request(request_id=1, response_flags=3, object_key=b"Nested", operation="lose", version=GIOP_1_1,
+                      little_endian=le))
+    conn.receive_data(hostile.fragments_11(whole, len(whole) // 2))
+    reply = conn.next_event()
+    assert isinstance(reply, Reply) and reply.fragment_starts
+    op = marshal.Operation("lose", operation_descriptors(Values.Nested)["lose"])
+    with pytest.raises(Values.Lost) as lost:
+        reply_result(op, reply, lambda ref, _interface=None: ref, Bounds(), conn.char_set, conn.wide_giop11)
+    got = lost.value.chain
+    assert [got.id, got.next.id, got.next.next.id, got.next.next.next.id] == [1, 2, 7, 8]
+    assert got.next.next.next.next is got.next.next

@@ -225,6 +225,42 @@ def test_values_nested_in_values_from_omniorbpy_client(omni_call: Any, servant: 
     assert server.proc.returncode in (0, None, -15), server.stderr
 
 
+@pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+def test_a_user_exception_of_values_nested_in_values_pyorb_to_pyorb(version: Version, little_endian: bool) -> None:
+    # The servant raises Lost holding a chain that ends in a cycle: the pyorb server writes it,
+    # the pyorb client reads it and raises it, the cycle one object again.
+    server = serve_values("Nested")
+    try:
+        with pyorb.BlockingClient(pyorb.Config(giop_version=version, little_endian=little_endian)) as client:
+            assert values_servant.lost_chain(client.resolve(server.ior, Values.Nested)) == values_servant.LOST
+    finally:
+        server.stop()
+    assert server.proc.returncode in (0, None, -15), server.stderr
+
+
+def test_a_user_exception_of_values_nested_in_values_to_an_omniorbpy_client(omni_call: Any) -> None:
+    server = serve_values("Nested")
+    try:
+        got = omni_call(str(IDL), "tests.peers.values_servant:omni_lost_chain", server.corbaloc,
+                        interface="Values::Nested")
+        assert got == values_servant.LOST
+    finally:
+        server.stop()
+    assert server.proc.returncode in (0, None, -15), server.stderr
+
+
+def test_an_omniorbpy_server_cannot_raise_a_user_exception_of_values_nested_in_values(omni_server: Any) -> None:
+    # omniORB fails to marshal the reply (MARSHAL_CannotReserveOutputSpace) and answers with a
+    # MessageError, as for any user exception holding a value: pyorb reports a broken connection.
+    server = omni_server(str(IDL), "tests.peers.values_servant:Nested")
+    with pyorb.BlockingClient() as client:
+        nested = client.resolve(server.ior, Values.Nested)
+        with pytest.raises(CORBA.COMM_FAILURE, match="MessageError"):
+            values_servant.lost_chain(nested)
+        assert nested.chain_length(Values.Node(1, None)) == 1  # the server carries on
+
+
 ELSEWHERE = ROOT / "idl" / "values_elsewhere.idl"  # Elsewhere::Wrapped, which this process never loads
 
 

@@ -66,6 +66,9 @@ class Echo(Values__POA.Echo):  # type: ignore[misc]
 class Nested(Values__POA.Nested):  # type: ignore[misc]
     """Answers values nested in values with plain results."""
 
+    def lose(self, n: Any) -> None:
+        raise Values.Lost(n)
+
     def chain_length(self, n: Any) -> int:
         return len(_nodes(n))
 
@@ -177,6 +180,28 @@ def omni_nested_echoes(orb: Any, obj: Any) -> dict[str, Any]:
 def omni_nested_calls(orb: Any, obj: Any) -> dict[str, Any]:
     """``omni_call`` entry: :func:`nested_calls` from an omniORBpy client."""
     return nested_calls(obj)
+
+
+def lost_chain(nested: Any) -> list[Any]:
+    """A chain ending in a cycle sent to ``nested.lose``, which raises it back in ``Values.Lost``:
+    the ids that came back and whether the cycle held."""
+    cycle = Values.Node(7, None)
+    cycle.next = Values.Node(8, cycle)
+    try:
+        nested.lose(Values.Node(1, cycle))
+    except Values.Lost as exc:
+        chain = exc.chain
+        return [chain.id, chain.next.id, chain.next.next.id, chain.next.next.next is chain.next]
+    return ["not raised"]
+
+
+LOST = [1, 7, 8, True]
+"""What :func:`lost_chain` returns against a correct peer."""
+
+
+def omni_lost_chain(orb: Any, obj: Any) -> list[Any]:
+    """``omni_call`` entry: :func:`lost_chain` from an omniORBpy client."""
+    return lost_chain(obj)
 
 
 NESTED_EXPECTED = {"chain": 3, "cycle": 2, "labelled": "lábel@at:[1, 2, 3]", "null members": "None@p3:[]"}
