@@ -239,15 +239,21 @@ def test_a_user_exception_of_values_nested_in_values_pyorb_to_pyorb(version: Ver
     assert server.proc.returncode in (0, None, -15), server.stderr
 
 
-def test_a_user_exception_of_values_nested_in_values_to_an_omniorbpy_client(omni_call: Any) -> None:
-    server = serve_values("Nested")
+def called_by_omniorbpy(omni_call: Any, servant: str, function: str, idl: Path = IDL) -> Any:
+    """What ``function`` of values_servant returns in an omniORBpy client calling a pyorb ``servant``
+    (which is stopped after, and must not have crashed)."""
+    server = serve_values(servant)
     try:
-        got = omni_call(str(IDL), "tests.peers.values_servant:omni_lost_chain", server.corbaloc,
-                        interface="Values::Nested")
-        assert got == values_servant.LOST
+        got = omni_call(str(idl), f"tests.peers.values_servant:{function}", server.corbaloc,
+                        interface=f"Values::{servant}")
     finally:
         server.stop()
     assert server.proc.returncode in (0, None, -15), server.stderr
+    return got
+
+
+def test_a_user_exception_of_values_nested_in_values_to_an_omniorbpy_client(omni_call: Any) -> None:
+    assert called_by_omniorbpy(omni_call, "Nested", "omni_lost_chain") == values_servant.LOST
 
 
 def test_an_omniorbpy_server_cannot_raise_a_user_exception_of_values_nested_in_values(omni_server: Any) -> None:
@@ -278,14 +284,7 @@ def test_a_truncated_value_holding_values_from_a_server(omni_server: Any, peer: 
 
 
 def test_a_truncated_value_holding_values_from_an_omniorbpy_client(omni_call: Any) -> None:
-    server = serve_values("Echo")
-    try:
-        got = omni_call(str(ELSEWHERE), "tests.peers.values_servant:omni_truncated_request", server.corbaloc,
-                        interface="Values::Echo")
-        assert got == values_servant.TRUNCATED
-    finally:
-        server.stop()
-    assert server.proc.returncode in (0, None, -15), server.stderr
+    assert called_by_omniorbpy(omni_call, "Echo", "omni_truncated_request", ELSEWHERE) == values_servant.TRUNCATED
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
