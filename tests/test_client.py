@@ -117,7 +117,7 @@ async def test_finished_calls_leave_no_deadline_or_slot(served: Any) -> None:
     assert results[:500] == [i % 5 for i in range(500)]
     assert isinstance(results[500], CORBA.SystemException)  # int("x") fails in the servant
     deadlines = Deadlines.of(asyncio.get_running_loop())
-    assert len(deadlines) == 0 and deadlines._slots == {}  # and no slot timer left behind
+    assert len(deadlines) == 0 and deadlines._slots == {}
     assert next(iter(client._conns.values())).pending == {}
 
 
