@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -214,3 +215,33 @@ def test_bench_locator_runs_both_models_and_prints_the_ratio() -> None:
         result = LoadResult.from_dict(run)  # what every generator reports
         assert result.mode == model and result.errors == 0 and result.calls > 50, run
         assert result.latency_ms["p50_ms"] > 0 and result.extra["rss_after_mb"] > 0, run
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("options", "timed"), [([], True), (["--untimed"], False)], ids=["timed", "untimed"])
+async def test_the_sequential_generator_times_its_calls_unless_untimed(options: list[str], timed: bool) -> None:
+    # Like-for-like with omniORBpy's generator, which sets no timeout: --untimed sends no deadline.
+    import pyorb
+    from pyorb.idl import bench_idl
+
+    idl = bench_idl()
+    deadlines: list[float | None] = []
+
+    class Echo(idl.Bench__POA.Echo):  # type: ignore[misc,name-defined]
+        def ping(self, stamp: int) -> int:
+            context = pyorb.current()
+            assert context is not None
+            deadlines.append(context.deadline)
+            return stamp
+
+    async with pyorb.Server() as server:
+        ior = server.ior(server.activate(Echo(), "Echo"))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pyorb.loadtest.generator", ior, "--target", "echo", "--mode", "sequential",
+            "--calls", "20", "--warmup", "0", "--duration", "60", *options,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT)
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err.decode()
+    result = read_result(out.decode())
+    assert (result.calls, result.errors) == (20, 0), result
+    assert len(deadlines) >= 20 and all((d is not None) is timed for d in deadlines), deadlines

@@ -12,6 +12,11 @@ number back.  Modes:
   ``--requests R`` each client stops after R calls (Harkema et al.).
 * ``sequential``: one client awaits ``--calls`` calls one after the other
   (AMI used synchronously: the latency of one round trip).
+
+Every call has a timeout (``--timeout``, 30 s), so it carries a deadline
+and an INVOCATION_POLICIES context, unless ``--untimed``: then, as
+omniORBpy's generator, none; the run is still bounded (a sequential run
+waits ``--timeout`` seconds past its window at most, the others less).
 * ``pipelined``: one connection keeps ``--window`` calls outstanding (AMI);
   the echo benchmark's pyorb client.
 * ``smi``: ``--clients`` threads, each a :class:`~pyorb.client.blocking.BlockingClient`
@@ -81,8 +86,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--requests", type=int, default=0, help="calls per closed-loop client, 0 for no limit")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds before the window")
     p.add_argument("--duration", type=float, default=5.0, help="seconds in the window (the bound of every mode)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds a call may take")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds a call may take (with --untimed: how long past the window a run may wait for one)")
+    p.add_argument("--untimed", action="store_true",
+                   help="calls without a timeout (no deadline, no INVOCATION_POLICIES context), as omniORBpy's "
+                        "generator makes them")
     ns = p.parse_args(argv)
+    ns.call_timeout = None if ns.untimed else ns.timeout
     for name in ("clients", "window"):
         if getattr(ns, name) < 1:
             p.error(f"--{name} must be at least 1")
@@ -109,10 +119,10 @@ def _client(ns: argparse.Namespace) -> Any:
     import pyorb.tls
 
     tls = pyorb.tls.client_context(ns.tls_ca) if ns.tls_ca is not None else None
-    return pyorb.Client(pyorb.Config(call_timeout=ns.timeout), tls=tls)
+    return pyorb.Client(pyorb.Config(call_timeout=ns.call_timeout), tls=tls)
 
 
-async def _call(operation: Any, token: int, timeout: float) -> bool:
+async def _call(operation: Any, token: int, timeout: float | None) -> bool:
     """One call of a bound operation (``sink.work``, ``echo.ping``): did its number come back?"""
     from omniORB import CORBA
 
@@ -162,7 +172,7 @@ async def closed(ns: argparse.Namespace) -> LoadResult:
             token, made = n << 32, 0
             while time.perf_counter() < tally.end and (not ns.requests or made < ns.requests):
                 start = time.perf_counter()
-                tally.record(start, await _call(sink, token, ns.timeout))
+                tally.record(start, await _call(sink, token, ns.call_timeout))
                 token, made = token + 1, made + 1
 
         await _bounded(asyncio.gather(*(loop(i, s) for i, s in enumerate(sinks))), tally.end + END_GRACE_S)
@@ -179,18 +189,19 @@ async def sequential(ns: argparse.Namespace) -> LoadResult:
         await _connect_all([client], ns.ref)
         t0 = time.perf_counter()
         tally = Tally(t0 + ns.warmup, t0 + ns.warmup + ns.duration)
-        await _sequential_until(sink, ns, tally, t0)
+        # Bounded even when its calls are not (--untimed): a call the server never answers ends the run.
+        await _bounded(_sequential_until(sink, ns, tally, t0), tally.end + ns.timeout + END_GRACE_S)
         return _result(ns, tally, max(tally.last - tally.start, 1e-9))
 
 
 async def _sequential_until(sink: Any, ns: argparse.Namespace, tally: Tally, t0: float) -> None:
     token = 0
     while time.perf_counter() < tally.start:  # warm-up calls
-        await _call(sink, token, ns.timeout)
+        await _call(sink, token, ns.call_timeout)
         token += 1
     while time.perf_counter() < tally.end and (not ns.calls or tally.calls + tally.errors < ns.calls):
         start = time.perf_counter()
-        tally.record(start, await _call(sink, token, ns.timeout))
+        tally.record(start, await _call(sink, token, ns.call_timeout))
         token += 1
 
 
@@ -205,7 +216,7 @@ async def pipelined(ns: argparse.Namespace) -> LoadResult:
             token = n << 32
             while time.perf_counter() < tally.end:
                 start = time.perf_counter()
-                tally.record(start, await _call(sink, token, ns.timeout))
+                tally.record(start, await _call(sink, token, ns.call_timeout))
                 token += 1
 
         await _bounded(asyncio.gather(*(slot(i) for i in range(ns.window))), tally.end + END_GRACE_S)
@@ -243,7 +254,7 @@ def smi(ns: argparse.Namespace) -> LoadResult:
     lock = threading.Lock()
 
     def worker(n: int) -> None:
-        with BlockingClient(Config(call_timeout=ns.timeout)) as client:
+        with BlockingClient(Config(call_timeout=ns.call_timeout)) as client:
             sequential_calls(_operation(client.resolve(ns.ref, iface), ns), n, tally, lock, ns.calls,
                              CORBA.Exception)
 
