@@ -1,8 +1,9 @@
 """The servers' short paths against the general one.
 
 A synchronous servant under ``reactive`` is run and answered by the
-connection itself (``ServerConnection._answer_inline``) unless the route has a
-deadline, which sends it through a :class:`~pyorb.server.call.dispatch.Call`; on a
+connection itself (``ServerConnection._answer_inline``), with the client's
+deadline if the request has one, unless the route has a deadline of its
+own, which sends it through a :class:`~pyorb.server.call.dispatch.Call`; on a
 dispatcher thread, ``run_blocking`` makes the common reply itself and hands
 every other outcome to the call.  The same servant is activated all these
 ways here, and every outcome a client can see (a result, each kind of
@@ -13,6 +14,8 @@ the server's statistics must be the same on all of them.
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from typing import Any, AsyncIterator
 
 import pytest
@@ -21,7 +24,10 @@ import pytest_asyncio
 from omniORB import CORBA
 
 import pyorb
+from pyorb.client.deadlines import RESOLUTION
+from pyorb.request_context import SERVING
 from pyorb.server.adapter import ObjectAdapter
+from pyorb.server.requests import RequestHandler
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 
@@ -72,12 +78,14 @@ def outcome(result: Any) -> Any:
 
 @pytest_asyncio.fixture
 async def ways() -> AsyncIterator[tuple[Any, ...]]:
-    async with pyorb.Server(config=pyorb.Config(max_message_size=8192)) as server, pyorb.Client() as client:
+    async with pyorb.Server(config=pyorb.Config(max_message_size=8192)) as server, pyorb.Client() as client, \
+            pyorb.Client(pyorb.Config(call_timeout=30.0)) as timed:
         inline = server.activate(Types(), "inline")
-        general = server.activate(Types(), "general", deadline=30.0)  # a deadline needs a Call
+        general = server.activate(Types(), "general", deadline=30.0)  # the server's own deadline needs a Call
         pool = server.activate(Types(), "pool", strategy="thread_pool(2)")
         pool_deadline = server.activate(Types(), "pool-deadline", strategy="thread_pool(2)", deadline=30.0)
-        yield (server, *(client.resolve(server.ior(key), Interop.Types) for key in (inline, general, pool, pool_deadline)))
+        yield (server, *(client.resolve(server.ior(key), Interop.Types) for key in (inline, general, pool, pool_deadline)),
+               timed.resolve(server.ior(inline), Interop.Types))  # inline, with the client's deadline
 
 
 def test_only_a_synchronous_servant_without_a_deadline_under_reactive_is_inline() -> None:
@@ -133,3 +141,31 @@ async def test_every_outcome_is_the_same_inline_on_a_thread_and_through_a_call(w
             break
         await asyncio.sleep(0.01)
     assert all(conn.in_flight == 0 for conn in server.connections) and server.load.total == 0
+
+
+@pytest.mark.asyncio
+async def test_a_timed_call_to_a_reactive_synchronous_servant_is_answered_inline_and_sees_its_deadline() -> None:
+    seen: list[tuple[bool, float | None, bool]] = []
+
+    class Probe(Interop__POA.Types):  # type: ignore[misc,valid-type]
+        def echo_long(self, v: int) -> int:
+            codes, frame = set(), sys._getframe()
+            while frame is not None:
+                codes.add(frame.f_code)
+                frame = frame.f_back
+            context = pyorb.current()
+            assert context is not None
+            seen.append((RequestHandler._answer_inline.__code__ in codes, context.deadline,
+                         SERVING.get(None) is not None))
+            return v
+
+    async with pyorb.Server() as server, pyorb.Client() as client:
+        proxy = client.resolve(server.ior(server.activate(Probe(), "probe")), Interop.Types)
+        start = time.monotonic()
+        assert await proxy.echo_long(5, timeout=30.0) == 5
+        assert await proxy.echo_long(6) == 6
+    (timed_inline, deadline, serving), (untimed_inline, no_deadline, untimed_serving) = seen
+    assert timed_inline and untimed_inline
+    assert deadline is not None and start < deadline <= time.monotonic() + 30.0 + RESOLUTION
+    assert serving  # what the servant schedules, and calls it makes, inherit the deadline
+    assert no_deadline is None and not untimed_serving

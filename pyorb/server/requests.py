@@ -48,7 +48,7 @@ from pyorb.giop.messages import (
 )
 from pyorb.interceptors import ServerRequestInfo
 from pyorb.marshal.body import IS_A
-from pyorb.request_context import serve_in_frame
+from pyorb.request_context import SERVING, serve_in_frame
 from pyorb.server.adapter import BUILTIN_NAMES, Binding, ObjectAdapter, Route
 from pyorb.server.admission import shed_exception
 from pyorb.server.call.dispatch import Call, ManagedCall, servant_raised
@@ -67,6 +67,19 @@ ObjrefConverter = Callable[[Any, str], Any]
 _MAX_INTRODUCTIONS = 1024
 """LocateRequests of one connection forwarded to the full IOR before it names code sets."""
 _SYNC = Style.SYNC  # a global: cheaper to read per request than the enum's attribute
+_serve, _served = SERVING.set, SERVING.reset
+
+
+class _Serving:
+    """What ``pyorb.current()`` and onward calls see of a request answered inline with the client's deadline."""
+
+    __slots__ = ("operation", "object_key", "deadline")
+
+    def __init__(self, operation: str, object_key: bytes, deadline: float) -> None:
+        self.operation = operation
+        self.object_key = object_key
+        self.deadline = deadline
+
 _REFUSALS: dict[tuple[bool, int | None, str], bytes] = {}
 """GIOP 1.2 replies of calls admission control refused, by byte order, fragment size and text
 (the text names the wait: under a standing queue, many refusals share one)."""
@@ -194,9 +207,13 @@ class RequestHandler(ServerConnection):
         self._version = req.version
         route.stats.started += 1  # loop thread only
         expected = req.response_expected
-        if route.inline and expected and info is None and req.version == GIOP_1_2 and deadline is None:
-            self._answer_inline(found.servant, route, args, req)
-            return False
+        if route.inline and expected and info is None and req.version == GIOP_1_2:
+            if deadline is None:
+                self._answer_inline(found.servant, route, args, req)
+                return False
+            if monotonic() < deadline:  # else a Call answers TIMEOUT, unrun
+                self._answer_inline_until(deadline, found.servant, route, args, req)
+                return False
         limit = route.deadline
         if limit is not None:  # the server's own deadline for the operation: the tighter one wins
             own = monotonic() + limit
@@ -291,7 +308,7 @@ class RequestHandler(ServerConnection):
         :class:`Call`, which owns the error replies and their logging."""
         entry = route.entry
         started = perf_counter()
-        try:  # no deadline, or it would not be here: pyorb.current() finds ``req`` in this frame
+        try:  # without a deadline pyorb.current() finds ``req`` in this frame; with one, SERVING has it
             value = getattr(servant, entry.attr)(*args)
         except Exception as exc:
             servant_raised(self._late_call(servant, route, args, req, started), exc)
@@ -305,6 +322,19 @@ class RequestHandler(ServerConnection):
         if not self.send(data):
             with stats.lock:
                 stats.dropped += 1
+
+    def _answer_inline_until(self, deadline: float, servant: Any, route: Route, args: tuple[Any, ...],
+                             req: Request) -> None:
+        """:meth:`_answer_inline` for a request whose client's ``deadline`` has not
+        passed: the servant runs with the request in :data:`SERVING`, as under a
+        :class:`Call`, so ``pyorb.current()``, the calls it makes and the tasks it
+        schedules see the deadline.  A reply made after the deadline is sent, as a
+        Call on the loop sends it."""
+        token = _serve(_Serving(req.operation, req.object_key, deadline))
+        try:
+            self._answer_inline(servant, route, args, req)
+        finally:
+            _served(token)
 
     def _late_call(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request, started: float) -> Call:
         """The :class:`Call` of a request answered inline whose outcome needs the general way."""
