@@ -5,8 +5,9 @@ A client makes one request per call, and the Python writer spends two
 frames on it (``request``, then the core's ``request_12``) for what is, once
 the connection's code sets are chosen, a counter step, the arguments'
 marshaling and one GIOP 1.2 header.  This class does that case in C, with
-its state in C fields; every other request (the connection's first, one with
-service contexts, GIOP 1.0/1.1, a connection that fragments) goes to the
+its state in C fields, with or without service contexts (a call with a
+deadline carries one); every other request (the connection's first,
+GIOP 1.0/1.1, a connection that fragments) goes to the
 Python original's method, which this class's public fields let run on it
 unchanged.  tests/test_client_twins.py checks that both give the same ids,
 bytes, errors and connection state for the same requests.
@@ -26,6 +27,7 @@ _original_too_big = _Original._too_big
 _original_cancel = _Original.cancel
 # Bound after pyorb.giop's twin switch ran: the C encoder when the accelerator is in use.
 _encode = _fast12.encode_request_12
+_encode_contexts = _fast12.encode_request_12_contexts
 _SystemException = CORBA.SystemException
 _GIOP_1_2 = GIOP_1_2
 
@@ -47,12 +49,16 @@ cdef class RequestWriter:
     def request(self, op, args, object_key, version, code_sets=None, orb_type=None, extra_contexts=()):
         """As :meth:`pyorb.client.calls.RequestWriter.request`."""
         core = self.core
-        if (self._chosen is not True or extra_contexts or type(object_key) is not bytes
+        if (self._chosen is not True or (extra_contexts and type(extra_contexts) is not tuple)
+                or type(object_key) is not bytes
                 or not (version is _GIOP_1_2 or version == _GIOP_1_2) or core.max_fragment_size is not None):
             return _original_request(self, op, args, object_key, version, code_sets, orb_type, extra_contexts)
         rid, body = numbered_body(self, op, args)
         le = self.little_endian
-        return rid, _encode(rid, SYNC_NONE if op.oneway else SYNC_WITH_TARGET, object_key, op.name, body, le)
+        flags = SYNC_NONE if op.oneway else SYNC_WITH_TARGET
+        if extra_contexts:  # a deadline's context, an interceptor's
+            return rid, _encode_contexts(rid, flags, object_key, op.name, extra_contexts, body, le)
+        return rid, _encode(rid, flags, object_key, op.name, body, le)
 
     def _too_big(self, op, size):
         return _original_too_big(self, op, size)

@@ -35,6 +35,7 @@ from pyorb.giop.errors import ProtocolError as _ProtocolError
 cdef object _py_parse_header = _header.parse_header
 cdef object _py_decode_request = _fast12._decode_request_12_fast
 cdef object _py_encode_request = _fast12.encode_request_12
+cdef object _py_encode_request_contexts = _fast12.encode_request_12_contexts
 cdef object _py_encode_reply = _fast12.encode_reply_12
 cdef object _Header = _header.Header
 cdef object _new_tuple = tuple.__new__
@@ -365,6 +366,73 @@ def encode_request_12(request_id, response_flags, object_key, operation, body, l
         memcpy(p + end, PyBytes_AS_STRING(body), body_len)
     return out
 
+
+
+def encode_request_12_contexts(request_id, response_flags, object_key, operation, contexts, body, little_endian):
+    """The compiled twin of ``fast12.encode_request_12_contexts``."""
+    if (type(object_key) is not bytes or type(operation) is not str or type(body) is not bytes
+            or type(contexts) is not tuple or type(request_id) is not int or not 0 <= request_id <= 0xFFFFFFFF
+            or type(response_flags) is not int or not 0 <= response_flags <= 255
+            or type(little_endian) is not bool or len(object_key) > 0xFFFFFF or len(body) > 0xFFFFFF00
+            or len(operation) > 0xFFFFFF or len(contexts) > 0xFFFF):
+        return _py_encode_request_contexts(request_id, response_flags, object_key, operation, contexts, body,
+                                           little_endian)
+    cdef list ids = []
+    cdef list datas = []
+    cdef Py_ssize_t data_len = 0
+    for context in <tuple>contexts:
+        context_id = context.context_id
+        data = context.data
+        if (type(context_id) is not int or not 0 <= context_id <= 0xFFFFFFFF or type(data) is not bytes
+                or len(data) > 0xFFFFFF):
+            return _py_encode_request_contexts(request_id, response_flags, object_key, operation, contexts, body,
+                                               little_endian)
+        ids.append(context_id)
+        datas.append(data)
+    op = (<str>operation).encode("utf-8")
+    cdef bint little = bool(little_endian)
+    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
+    cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op)
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
+    cdef Py_ssize_t pad = -key_len & 3
+    cdef Py_ssize_t chars_end = 28 + key_len + pad + 4 + op_len
+    cdef Py_ssize_t count = len(ids)
+    cdef Py_ssize_t i, n
+    # After the characters: the NUL and padding to 4, the context count, each context
+    # (its id 4-aligned, its length, its data), and padding to 8 before a body.
+    cdef Py_ssize_t end = chars_end + 1
+    end += -end & 3
+    end += 4
+    for i in range(count):
+        end += -end & 3
+        end += 8 + PyBytes_GET_SIZE(datas[i])
+    if body_len:
+        end += -end & 7
+    out = PyBytes_FromStringAndSize(NULL, end + body_len)
+    cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
+    memset(p, 0, end)
+    _giop_12_header(p, _REQUEST, <uint32_t>(end + body_len - 12), little)
+    _put_u32(p + 12, <uint32_t>request_id, little)
+    p[16] = <uint8_t>response_flags
+    _put_u32(p + 24, <uint32_t>key_len, little)
+    memcpy(p + 28, PyBytes_AS_STRING(object_key), key_len)
+    _put_u32(p + 28 + key_len + pad, <uint32_t>(op_len + 1), little)
+    memcpy(p + chars_end - op_len, PyBytes_AS_STRING(op), op_len)
+    cdef Py_ssize_t at = chars_end + 1
+    at += -at & 3
+    _put_u32(p + at, <uint32_t>count, little)
+    at += 4
+    for i in range(count):
+        at += -at & 3
+        data = datas[i]
+        n = PyBytes_GET_SIZE(data)
+        _put_u32(p + at, <uint32_t>(<object>ids[i]), little)
+        _put_u32(p + at + 4, <uint32_t>n, little)
+        memcpy(p + at + 8, PyBytes_AS_STRING(data), n)
+        at += 8 + n
+    if body_len:
+        memcpy(p + end, PyBytes_AS_STRING(body), body_len)
+    return out
 
 # The connection's per-read methods: all but the common case goes to their
 # Python originals, found in ``twins.ORIGINALS`` on first need (twins imports

@@ -144,6 +144,24 @@ def test_request_encoding_of_an_unencodable_operation_agrees() -> None:
     same("encode_request_12", 1, 3, b"k", "\udcff", b"", True)
 
 
+@MANY
+@given(numbers, st.integers(-1, 257), st.binary(max_size=20), st.text(max_size=12),
+       st.lists(st.builds(ServiceContext, st.integers(-1, 2**32), st.binary(max_size=30)), max_size=4),
+       st.binary(max_size=24), st.booleans())
+def test_request_encoding_with_contexts_agrees(request_id: int, flags: int, key: bytes, operation: str,
+                                               contexts: list[ServiceContext], body: bytes, little: bool) -> None:
+    same("encode_request_12_contexts", request_id, flags, key, operation, tuple(contexts), body, little)
+    same("encode_request_12_contexts", request_id, flags, key, operation, contexts, body, little)  # not a tuple
+    if contexts:  # data that is not bytes goes to the original too
+        odd = (ServiceContext(contexts[0].context_id, bytearray(contexts[0].data)), *contexts[1:])
+        same("encode_request_12_contexts", request_id, flags, key, operation, odd, body, little)
+    if 0 <= request_id < 2**32 and 0 <= flags < 256 and all(0 <= c.context_id < 2**32 for c in contexts):
+        # What the general writer makes of the same Request.
+        request = Request(request_id, flags, key, operation, body, tuple(contexts), GIOP_1_2, little)
+        assert cframing.encode_request_12_contexts(request_id, flags, key, operation, tuple(contexts), body,
+                                                   little) == encode(request)
+
+
 def _connection_state(conn: GIOPConnection) -> tuple[object, ...]:
     return conn.peer_version, conn.peer_little_endian, conn._pos, conn._header, bytes(conn._buf)
 
