@@ -331,6 +331,30 @@ def encode_reply_12(request_id, status, body, little_endian):
     return out
 
 
+
+cdef inline Py_ssize_t _names_end(bytes object_key, bytes op):
+    """Where a GIOP 1.2 Request's operation name ends (past its NUL)."""
+    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
+    return 28 + key_len + (-key_len & 3) + 4 + PyBytes_GET_SIZE(op) + 1
+
+
+cdef void _request_start(uint8_t* p, Py_ssize_t end, Py_ssize_t body_len, uint32_t request_id, uint8_t flags,
+                         bytes object_key, bytes op, bint little):
+    """A GIOP 1.2 Request's bytes up to the operation's name: ``end`` bytes (the body's offset)
+    zeroed first, then the header, the request id, the flags, the key and the operation."""
+    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
+    cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op)
+    cdef Py_ssize_t at = 28 + key_len + (-key_len & 3)
+    memset(p, 0, end)
+    _giop_12_header(p, _REQUEST, <uint32_t>(end + body_len - 12), little)
+    _put_u32(p + 12, request_id, little)
+    p[16] = flags
+    _put_u32(p + 24, <uint32_t>key_len, little)
+    memcpy(p + 28, PyBytes_AS_STRING(object_key), key_len)
+    _put_u32(p + at, <uint32_t>(op_len + 1), little)
+    memcpy(p + at + 4, PyBytes_AS_STRING(op), op_len)
+
+
 def encode_request_12(request_id, response_flags, object_key, operation, body, little_endian):
     """The compiled twin of ``fast12.encode_request_12``."""
     if (type(object_key) is not bytes or type(operation) is not str or type(body) is not bytes
@@ -341,27 +365,16 @@ def encode_request_12(request_id, response_flags, object_key, operation, body, l
         return _py_encode_request(request_id, response_flags, object_key, operation, body, little_endian)
     op = (<str>operation).encode("utf-8")
     cdef bint little = bool(little_endian)
-    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
-    cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op)
     cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
-    cdef Py_ssize_t pad = -key_len & 3
-    cdef Py_ssize_t chars_end = 28 + key_len + pad + 4 + op_len
-    # After the characters: the NUL, padding to 4, an empty ServiceContextList, and padding to 8 before a body.
-    cdef Py_ssize_t end = chars_end + 1
+    # After the operation's NUL: padding to 4, an empty ServiceContextList, and padding to 8 before a body.
+    cdef Py_ssize_t end = _names_end(object_key, op)
     end += -end & 3
     end += 4
     if body_len:
         end += -end & 7
     out = PyBytes_FromStringAndSize(NULL, end + body_len)
     cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
-    memset(p, 0, end)
-    _giop_12_header(p, _REQUEST, <uint32_t>(end + body_len - 12), little)
-    _put_u32(p + 12, <uint32_t>request_id, little)
-    p[16] = <uint8_t>response_flags
-    _put_u32(p + 24, <uint32_t>key_len, little)
-    memcpy(p + 28, PyBytes_AS_STRING(object_key), key_len)
-    _put_u32(p + 28 + key_len + pad, <uint32_t>(op_len + 1), little)
-    memcpy(p + chars_end - op_len, PyBytes_AS_STRING(op), op_len)
+    _request_start(p, end, body_len, <uint32_t>request_id, <uint8_t>response_flags, object_key, op, little)
     if body_len:
         memcpy(p + end, PyBytes_AS_STRING(body), body_len)
     return out
@@ -391,16 +404,13 @@ def encode_request_12_contexts(request_id, response_flags, object_key, operation
         datas.append(data)
     op = (<str>operation).encode("utf-8")
     cdef bint little = bool(little_endian)
-    cdef Py_ssize_t key_len = PyBytes_GET_SIZE(object_key)
-    cdef Py_ssize_t op_len = PyBytes_GET_SIZE(op)
     cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
-    cdef Py_ssize_t pad = -key_len & 3
-    cdef Py_ssize_t chars_end = 28 + key_len + pad + 4 + op_len
     cdef Py_ssize_t count = len(ids)
     cdef Py_ssize_t i, n
-    # After the characters: the NUL and padding to 4, the context count, each context
+    # After the operation's NUL: padding to 4, the context count, each context
     # (its id 4-aligned, its length, its data), and padding to 8 before a body.
-    cdef Py_ssize_t end = chars_end + 1
+    cdef Py_ssize_t names_end = _names_end(object_key, op)
+    cdef Py_ssize_t end = names_end
     end += -end & 3
     end += 4
     for i in range(count):
@@ -410,15 +420,8 @@ def encode_request_12_contexts(request_id, response_flags, object_key, operation
         end += -end & 7
     out = PyBytes_FromStringAndSize(NULL, end + body_len)
     cdef uint8_t* p = <uint8_t*>PyBytes_AS_STRING(out)
-    memset(p, 0, end)
-    _giop_12_header(p, _REQUEST, <uint32_t>(end + body_len - 12), little)
-    _put_u32(p + 12, <uint32_t>request_id, little)
-    p[16] = <uint8_t>response_flags
-    _put_u32(p + 24, <uint32_t>key_len, little)
-    memcpy(p + 28, PyBytes_AS_STRING(object_key), key_len)
-    _put_u32(p + 28 + key_len + pad, <uint32_t>(op_len + 1), little)
-    memcpy(p + chars_end - op_len, PyBytes_AS_STRING(op), op_len)
-    cdef Py_ssize_t at = chars_end + 1
+    _request_start(p, end, body_len, <uint32_t>request_id, <uint8_t>response_flags, object_key, op, little)
+    cdef Py_ssize_t at = names_end
     at += -at & 3
     _put_u32(p + at, <uint32_t>count, little)
     at += 4
