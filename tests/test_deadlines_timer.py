@@ -52,7 +52,7 @@ async def test_calls_finishing_in_time_share_one_timer_and_an_earlier_deadline_s
     added = loop.time()
     deadlines.add(soon, 0.05, arming)  # type: ignore[arg-type]
     await wait_until(lambda: soon.at is not None, timeout=30)
-    assert soon.at is not None and soon.at >= added + 0.05  # never early
+    assert soon.at is not None and soon.at >= added + 0.05 - 0.001  # never early (uvloop counts whole ms)
     assert late.at is None and len(deadlines) == 1
     deadlines.remove(late, late_slot)
     assert len(deadlines) == 0
