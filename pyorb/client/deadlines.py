@@ -19,11 +19,17 @@ most the timeout of the call it was armed for.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import weakref
 from typing import Protocol
 
 RESOLUTION = 0.005  # seconds: the most a timeout may fire late
+
+# The timer serves every call on its loop: it runs in a context of its own, so it
+# does not keep alive (for up to a timeout) the context of the caller that armed it,
+# such as the request a servant was serving when it called onwards.
+_TIMER_CONTEXT = contextvars.Context()
 
 
 class Expiring(Protocol):
@@ -77,7 +83,7 @@ class Deadlines:
         if self._timer is not None:
             self._timer.cancel()
         self._armed = number
-        self._timer = loop.call_at(number * RESOLUTION, self._fire, loop)
+        self._timer = loop.call_at(number * RESOLUTION, self._fire, loop, context=_TIMER_CONTEXT)
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
         self._timer = None
