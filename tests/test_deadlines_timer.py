@@ -22,9 +22,9 @@ class Arming:
     def time(self) -> float:
         return self.loop.time()
 
-    def call_at(self, when: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> asyncio.TimerHandle:
         self.armed.append(when)
-        return self.loop.call_at(when, callback, *args)
+        return self.loop.call_at(when, callback, *args, context=context)
 
 
 class Entry:
