@@ -64,6 +64,20 @@ class Stuck(Bench__POA.Sink):  # type: ignore[misc]
         return token
 
 
+async def unreadable_work(port: int, key: bytes) -> bytes:
+    """The reply body to a raw ``work`` request whose long argument is one octet short."""
+    from tests.attacks.flow_attacks import request
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request("work", b"\x01", 9, key))  # a long is 4 bytes
+        head = await asyncio.wait_for(reader.readexactly(12), 10)
+        return await asyncio.wait_for(reader.readexactly(int.from_bytes(head[8:12], "little")), 10)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
 class Recording:
     """A server interceptor that records what it sees and marks each reply."""
 
@@ -322,7 +336,6 @@ async def test_interceptors_see_a_call_refused_before_its_arguments_are_read() -
     # A standing queue: admission control answers a call before reading its
     # arguments (these cannot be read), after the interceptors saw it arrive:
     # they see it refused TRANSIENT, and its reply carries their contexts.
-    from tests.attacks.flow_attacks import request
 
     recording = Recording()
     config = pyorb.Config(queue_target=0.05, queue_interval=0.1)
@@ -338,14 +351,7 @@ async def test_interceptors_see_a_call_refused_before_its_arguments_are_read() -
             await asyncio.sleep(0.3)
             with pytest.raises(CORBA.TRANSIENT):  # over it for an interval: shed
                 await proxy.work(4, timeout=30)
-            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            try:
-                writer.write(request("work", b"\x01", 9, key))  # a long is 4 bytes
-                head = await asyncio.wait_for(reader.readexactly(12), 10)
-                reply = await asyncio.wait_for(reader.readexactly(int.from_bytes(head[8:12], "little")), 10)
-            finally:
-                writer.close()
-                await writer.wait_closed()
+            reply = await unreadable_work(server.port, key)
             stuck.release.set()
             done = await asyncio.gather(*waiting, return_exceptions=True)  # the queued ones may be shed as they start
     assert done[0] == 1 and all(r == t or isinstance(r, CORBA.TRANSIENT) for t, r in enumerate(done, 1)), done
@@ -361,18 +367,9 @@ async def test_interceptors_see_arguments_that_cannot_be_read() -> None:
     # The interceptors admitted the request; its arguments then fail to
     # unmarshal: send_reply sees the MARSHAL the client gets, and the reply
     # carries the contexts the interceptors set.
-    from tests.attacks.flow_attacks import request
-
     recording = Recording()
     async with pyorb.Server(interceptors=[recording]) as server:
         key = server.activate(Stuck(), "Stuck")
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        try:
-            writer.write(request("work", b"\x01", 9, key))  # a long is 4 bytes
-            head = await asyncio.wait_for(reader.readexactly(12), 10)
-            reply = await asyncio.wait_for(reader.readexactly(int.from_bytes(head[8:12], "little")), 10)
-        finally:
-            writer.close()
-            await writer.wait_closed()
+        reply = await unreadable_work(server.port, key)
     assert b"IDL:omg.org/CORBA/MARSHAL:1.0" in reply and b"served work for " in reply, reply
     assert recording.outcomes == [("work", "MARSHAL")]
