@@ -298,6 +298,11 @@ def run_client_calls(calls: list[tuple[Operation, tuple[Any, ...], str, bool]], 
             # The server has read every request (a oneway one may still be on its way) before the client closes.
             expected = len(calls) + sum(script == "forward" and not op.oneway for op, _a, script, _t in calls)
             wait_until_blocking(lambda: sum(type(s[0]) is int for s in listener.seen) >= expected, timeout=10)
+    # Closed by the client, every connection's peer ends once it has read all the client sent
+    # (a MessageError after garbage comes after the last request).
+    for peer in list(listener.peers):
+        peer.join(10)
+        assert not peer.is_alive(), "a peer never saw its connection end"
     return results, list(listener.seen)
 
 
