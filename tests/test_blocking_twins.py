@@ -235,10 +235,11 @@ def test_the_compiled_call_cancels_a_timed_out_request_and_says_so() -> None:
 
 ORIGINAL_CLIENT_CALL: Any = _accelerator.original("pyorb.client.blocking.BlockingClient._call")
 # Arguments that marshal: every call sends its request (the server's count of them says when all arrived).
+CORBA_TEXT = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=30)  # no NUL
 VALID = {
     "ping": st.tuples(st.integers(0, 2**64 - 1)),
     "notify": st.tuples(st.integers(0, 2**64 - 1)),
-    "say": st.tuples(st.text(max_size=30), st.integers(-2**31, 2**31 - 1)),
+    "say": st.tuples(CORBA_TEXT, st.integers(-2**31, 2**31 - 1)),
 }
 CLIENT_SCRIPTS = ("reply", "reply", "late", "split", "forward", "close", "eof", "garbage")
 
@@ -303,7 +304,11 @@ def run_client_calls(calls: list[tuple[Operation, tuple[Any, ...], str, bool]], 
     for peer in list(listener.peers):
         peer.join(10)
         assert not peer.is_alive(), "a peer never saw its connection end"
-    return results, list(listener.seen)
+    # Connections' peers share one record: a MessageError that ends one connection may land
+    # before or after the next connection's first request, so it is counted, not placed.
+    message_error = ("MessageError",)
+    seen = [s for s in listener.seen if s != message_error]
+    return results, [*seen, ("MessageError", listener.seen.count(message_error))]
 
 
 @pytest.fixture(scope="module")
