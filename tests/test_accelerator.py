@@ -25,7 +25,7 @@ import pytest
 import pyorb
 from pyorb import _accelerator
 from pyorb.aio import direct  # noqa: F401  (each module imported declares its twins)
-from pyorb.client import calls  # noqa: F401
+from pyorb.client import blocking, calls  # noqa: F401
 from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal.layout import valuetypes  # noqa: F401
 
