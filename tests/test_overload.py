@@ -22,7 +22,7 @@ import pytest
 from tests.attacks import flow_attacks as fa
 from pyorb.loadtest.openloop import capacity, offer
 from pyorb.loadtest.stats import LoadResult, read_result
-from pyorb.server.admission import SHED_MINOR, AdmissionPolicy, CoDel
+from pyorb.server.admission import SHED_MINOR, AdmissionPolicy, CoDel, LoopLag
 from pyorb.testing.kit import ServerProcess
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
@@ -54,6 +54,22 @@ def test_a_standing_queue_is_shed_until_a_call_waits_less_than_the_target() -> N
     assert not codel.observe(0.2, 0.32)  # above again: a new interval must pass first
     assert not codel.observe(0.2, 0.419)
     assert codel.observe(0.2, 0.421)
+
+
+@pytest.mark.asyncio
+async def test_the_loops_lag_is_measured_again_as_soon_as_a_stall_is_over() -> None:
+    """Once the loop has read what queued up during a stall, its lag is what a
+    fresh call waits: a server that sheds must not keep refusing fresh calls,
+    its loop idle, until a whole probe period has passed."""
+    probe = LoopLag(asyncio.get_running_loop(), period=0.2)
+    probe.current()  # starts its timer
+    await asyncio.sleep(0.25)  # the first tick: no stall
+    assert probe.lag < 0.2
+    probe.current()  # still asked: it keeps measuring
+    time.sleep(0.8)  # the loop stalls past the next tick
+    assert probe.current() >= 0.5  # a call arriving now waited that long
+    await asyncio.sleep(0.05)  # the late tick has run, and the loop has caught up
+    assert probe.current() < 0.2, "the stall's lag stood after the loop had caught up"
 
 
 def test_a_policy_without_target_or_limit_refuses_nothing() -> None:

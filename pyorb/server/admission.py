@@ -334,14 +334,14 @@ class LoopLag:
         assert loop is not None  # it runs this
         now = self._asked = loop.time()
         if self._handle is None:
-            self._schedule(now)
+            self._schedule(now, self._period)
             return self.lag
         return max(self.lag, now - self._due)
 
-    def _schedule(self, now: float) -> None:
+    def _schedule(self, now: float, period: float) -> None:
         loop = self.loop
         assert loop is not None
-        self._due = now + self._period
+        self._due = now + period
         self._handle = loop.call_at(self._due, self._tick)
 
     def _tick(self) -> None:
@@ -353,4 +353,8 @@ class LoopLag:
             self._handle = None
             self.lag = 0.0
             return
-        self._schedule(now)
+        # After a stall the loop reads what queued up during it; measure again
+        # as soon as that is done, not a period later: until the next tick the
+        # stall's lag stands, and a shedding server would refuse fresh calls
+        # with its loop idle.
+        self._schedule(now, 0.0 if self.lag > self._period else self._period)
