@@ -8,6 +8,7 @@ connection, so N clients are N client connections.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -546,6 +547,31 @@ async def test_a_standing_queue_is_shed(serve: Any, clients: Any, spec: str) -> 
     assert ok and len(shed) >= 20, (len(ok), len(shed))
     (op,) = served.server.stats().operations
     assert op.shed == len(shed)
+
+
+@pytest.mark.asyncio
+async def test_thread_per_request_makes_no_thread_for_a_call_it_sheds_as_a_thread_would_take_it(
+        serve: Any, clients: Any) -> None:
+    started: list[str] = []
+
+    def first_event(frame: Any, event: str, arg: Any) -> None:  # runs once in each new thread
+        started.append(threading.current_thread().name)
+        sys.setprofile(None)
+
+    served = serve("thread_per_request(1)", queue_target=0.01, queue_interval=0.05)
+    ref = served.activate(SyncSink(Tracker(delay=0.02)), "sink")
+    (client,) = clients(1)
+    proxy = sink(client, ref)
+    threading.setprofile(first_event)
+    try:
+        # 40 calls at once, 20 ms each, one thread: the queue stands, and the
+        # calls that waited past the target are shed as they reach the front.
+        ok, shed = await _outcomes([asyncio.ensure_future(proxy.work(i, timeout=20)) for i in range(40)])
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert len(ok) + len(shed) == 40 and len(shed) >= 20, (len(ok), len(shed))
+    request_threads = [name for name in started if name.startswith("pyorb-request-")]
+    assert len(request_threads) <= len(ok) + 1, (len(request_threads), len(ok), len(shed))
 
 
 @pytest.mark.asyncio

@@ -320,20 +320,16 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
     def _run(self, call: Call | None) -> None:
         # A thread that ends starts one for the next waiting call; if it
         # cannot, it runs that call itself: a waiting call is never lost.
+        # ``call``, when given, was admitted by the thread that started this one.
         me = threading.current_thread()
         if call is None:  # started for whichever call's turn it is
-            with self._lock:
-                call = self._next()
-                if call is None:
-                    self._active.discard(me)
-                    return
+            call = self._take(me)
         while call is not None:
-            run_admitted(call)
+            run_blocking(call)
+            call = self._take(me)
+            if call is None:
+                return
             with self._lock:
-                call = self._next()
-                if call is None:
-                    self._active.discard(me)
-                    return
                 successor = self._new(call)
                 self._active.discard(me)  # the successor takes this thread's place under the cap
             try:
@@ -343,7 +339,21 @@ class ThreadPerRequestStrategy(_ThreadStrategy):
                     self._active.discard(successor)
                     self._active.add(me)
                 continue
-            call = None
+            return
+
+    def _take(self, me: threading.Thread) -> Call | None:
+        """The next waiting call its admission control lets start, answering the
+        ones it sheds on the way (no thread is made for a call that will not
+        run).  None: no call waits, and ``me`` no longer counts under the cap."""
+        while True:
+            with self._lock:
+                call = self._next()
+                if call is None:
+                    self._active.discard(me)
+                    return None
+            admission = call.stats.admission
+            if admission is None or admission.start(call):
+                return call
 
     def connection_closed(self, connection: Hashable) -> None:
         # Its waiting calls were cancelled with the connection: forget them now.
