@@ -39,6 +39,7 @@ from pyorb.giop.policies import (
     encode_policies,
     encode_time_t,
     encode_utc_t,
+    request_deadline,
     request_timeouts,
     timeouts,
 )
@@ -65,7 +66,9 @@ def test_a_deadline_context_is_what_the_general_encoder_makes(timeout: float, no
         PolicyValue(REQUEST_END_TIME_POLICY_TYPE, encode_utc_t(UtcT(UTC_EPOCH_OFFSET + int(now * 1e7) + ticks), le)),
     ], le)
     context = deadline_context(timeout, now, le)
+    assert type(context) is ServiceContext
     assert context == ServiceContext(SC_INVOCATION_POLICIES, general)
+    assert hash(context) == hash(ServiceContext(SC_INVOCATION_POLICIES, general))
     found = request_timeouts([ServiceContext(1, b"\x01\0\0\0"), context])
     assert found is not None and found.relative is not None and found.end_time is not None
     assert timeout - 1e-7 <= found.relative <= timeout  # rounded down: never later than the caller's
@@ -89,6 +92,36 @@ def test_reading_a_deadline_context_agrees_with_the_general_decoder(timeout: flo
         except ProtocolError:
             found = None
         assert found == general, variant.hex()
+
+
+@FAST
+@given(st.floats(0, 1e6), st.floats(0, 4e9), st.booleans(), st.integers(0, 63), st.integers(0, 255),
+       st.floats(0, 1e6), st.floats(0, 4e9))
+def test_a_request_deadline_is_the_deadline_of_its_timeouts(timeout: float, now: float, le: bool, at: int, byte: int,
+                                                             arrived: float, posix: float) -> None:
+    """request_deadline reads pyorb's own layout in one step; for it, and the same bytes with any
+    one byte changed, it gives the deadline of what request_timeouts reads (or both raise
+    ProtocolError), and reads the POSIX clock only for an end time without a relative timeout."""
+    data = deadline_context(timeout, now, le).data
+    for variant in (data, data[:at] + bytes([byte]) + data[at + 1:]):
+        contexts = [ServiceContext(1, b"\x01\0\0\0"), ServiceContext(SC_INVOCATION_POLICIES, variant)]
+        clock_reads: list[float] = []
+
+        def posix_clock() -> float:
+            clock_reads.append(posix)
+            return posix
+
+        try:
+            found = request_timeouts(contexts)
+            expected = None if found is None else found.deadline(arrived, posix)
+            needs_clock = found is not None and found.relative is None and found.end_time is not None
+        except ProtocolError:
+            with pytest.raises(ProtocolError):
+                request_deadline(contexts, arrived, posix_clock)
+            continue
+        assert request_deadline(contexts, arrived, posix_clock) == expected, variant.hex()
+        assert len(clock_reads) == needs_clock
+    assert request_deadline([ServiceContext(1, b"\x01\0\0\0")], arrived, posix_clock) is None
 
 
 @FAST

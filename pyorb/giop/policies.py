@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, cast
 
 from pyorb.giop.cdr import new_encapsulation, open_encapsulation
 from pyorb.giop.errors import ProtocolError
+from pyorb.giop.fast12 import _mutable_twin
 from pyorb.giop.messages import SC_INVOCATION_POLICIES, ServiceContext
 
 REQUEST_START_TIME_POLICY_TYPE = 27  # not sent: a receiver that honours it holds the request until then
@@ -171,6 +172,18 @@ _DEADLINE = {
     for little_endian in (True, False)
 }
 _DEADLINE_SIZE = _DEADLINE[True].size
+_PACK_LE, _PACK_BE = _DEADLINE[True].pack, _DEADLINE[False].pack
+# The fixed parts of that layout, each byte order: what comes before the relative
+# timeout's ticks, and the end time's policy type, length and flag (then padding) before its time.
+_TICKS_AT, _END_TYPE_AT, _END_AT = 24, 32, 48
+_RELATIVE_HEAD_LE, _RELATIVE_HEAD_BE = (_DEADLINE[le].pack(int(le), 2, RELATIVE_RT_TIMEOUT_POLICY_TYPE, 16, int(le), 0,
+                                                           0, 0, 0, 0, 0, 0, 0)[:_TICKS_AT] for le in (True, False))
+_END_HEAD_LE, _END_HEAD_BE = (_DEADLINE[le].pack(0, 0, 0, 0, 0, 0, REQUEST_END_TIME_POLICY_TYPE, 24, int(le), 0, 0, 0, 0)
+                              [_END_TYPE_AT:_END_AT] for le in (True, False))
+# By the flag byte: a ulonglong at an offset, in that byte order.
+_TICKS_OF: tuple[Callable[[bytes, int], tuple[int]], ...] = (struct.Struct(">Q").unpack_from,
+                                                             struct.Struct("<Q").unpack_from)
+_MutableContext = _mutable_twin(ServiceContext, ("context_id", "data"))
 
 
 def deadline_context(timeout: float, now: float, little_endian: bool = True) -> ServiceContext:
@@ -184,12 +197,25 @@ def deadline_context(timeout: float, now: float, little_endian: bool = True) -> 
     than the caller's.  The same bytes as :func:`encode_policies` would
     make, in one step (it runs for every call with a timeout).
     """
-    ticks = max(0, int(timeout * _TICKS))
-    flag = 1 if little_endian else 0
+    ticks = int(timeout * _TICKS)
+    if ticks < 0:
+        ticks = 0
     end = UTC_EPOCH_OFFSET + int(now * _TICKS) + ticks
-    data = _DEADLINE[little_endian].pack(flag, 2, RELATIVE_RT_TIMEOUT_POLICY_TYPE, 16, flag, ticks,
-                                         REQUEST_END_TIME_POLICY_TYPE, 24, flag, end, 0, 0, 0)
-    return ServiceContext(SC_INVOCATION_POLICIES, data)
+    if little_endian:
+        data = _PACK_LE(1, 2, RELATIVE_RT_TIMEOUT_POLICY_TYPE, 16, 1, ticks, REQUEST_END_TIME_POLICY_TYPE, 24, 1, end,
+                        0, 0, 0)
+    else:
+        data = _PACK_BE(0, 2, RELATIVE_RT_TIMEOUT_POLICY_TYPE, 16, 0, ticks, REQUEST_END_TIME_POLICY_TYPE, 24, 0, end,
+                        0, 0, 0)
+    if _MutableContext is None:
+        return ServiceContext(SC_INVOCATION_POLICIES, data)
+    # ServiceContext(...) without the frozen dataclass's __init__, which cost a
+    # third of this function (fast12._mutable_twin says why this is right).
+    context = _MutableContext()
+    context.context_id = SC_INVOCATION_POLICIES
+    context.data = data
+    context.__class__ = ServiceContext
+    return cast(ServiceContext, context)
 
 
 def request_timeouts(contexts: Sequence[ServiceContext]) -> Timeouts | None:
@@ -199,17 +225,53 @@ def request_timeouts(contexts: Sequence[ServiceContext]) -> Timeouts | None:
     for context in contexts:
         if context.context_id == SC_INVOCATION_POLICIES:
             data = context.data
-            # What deadline_context writes (every pyorb call with a timeout), read in
-            # one unpack: the general walk costs a server more than a tenth of a call.
-            if len(data) == _DEADLINE_SIZE and data[0] <= 1:
-                (flag, count, relative_type, relative_len, relative_flag, ticks, end_type, end_len, end_flag, end,
-                 _lo, _hi, _tdf) = _DEADLINE[bool(data[0])].unpack(data)
-                if (count == 2 and relative_type == RELATIVE_RT_TIMEOUT_POLICY_TYPE and relative_len == 16
-                        and end_type == REQUEST_END_TIME_POLICY_TYPE and end_len == 24
-                        and relative_flag == end_flag == flag):
-                    return Timeouts(ticks / _TICKS, (end - UTC_EPOCH_OFFSET) / _TICKS)
+            ticks = _relative_ticks(data)
+            if ticks is not None:
+                return Timeouts(ticks / _TICKS, (_TICKS_OF[data[0]](data, _END_AT)[0] - UTC_EPOCH_OFFSET) / _TICKS)
             return timeouts(decode_policies(data))
     return None
+
+
+def request_deadline(contexts: Sequence[ServiceContext], now: float, posix_clock: Callable[[], float]) -> float | None:
+    """The deadline of a request with service contexts ``contexts`` on the receiver's
+    clock (None if it has no INVOCATION_POLICIES context, or one that sets no time):
+    ``now`` (any monotonic clock) is when the request arrived, ``posix_clock`` reads
+    ``time.time()``, needed only for an end time without a relative timeout.
+
+    ``request_timeouts(contexts).deadline(now, posix_clock())``, in one step for
+    what :func:`deadline_context` writes (every pyorb call with a timeout).
+    Raises :class:`ProtocolError` if the context is malformed."""
+    for context in contexts:
+        if context.context_id == SC_INVOCATION_POLICIES:
+            data = context.data
+            # _relative_ticks without its frame
+            if len(data) == _DEADLINE_SIZE:
+                little = data[0]
+                if little == 1:
+                    if data[:_TICKS_AT] == _RELATIVE_HEAD_LE and data[_END_TYPE_AT:_END_AT] == _END_HEAD_LE:
+                        return now + _TICKS_OF[1](data, _TICKS_AT)[0] / _TICKS
+                elif not little and data[:_TICKS_AT] == _RELATIVE_HEAD_BE and data[_END_TYPE_AT:_END_AT] == _END_HEAD_BE:
+                    return now + _TICKS_OF[0](data, _TICKS_AT)[0] / _TICKS
+            found = timeouts(decode_policies(data))
+            if found.relative is not None:
+                return now + found.relative
+            return None if found.end_time is None else now + (found.end_time - posix_clock())
+    return None
+
+
+def _relative_ticks(data: bytes) -> int | None:
+    """The RelativeRoundtripTimeout of an INVOCATION_POLICIES context laid out as
+    :func:`deadline_context` writes it (that timeout, then a RequestEndTime, padding
+    zeroed), or None for any other layout, which the general decoder reads."""
+    if len(data) != _DEADLINE_SIZE:
+        return None
+    little = data[0]
+    if little == 1:
+        if data[:_TICKS_AT] != _RELATIVE_HEAD_LE or data[_END_TYPE_AT:_END_AT] != _END_HEAD_LE:
+            return None
+    elif little or data[:_TICKS_AT] != _RELATIVE_HEAD_BE or data[_END_TYPE_AT:_END_AT] != _END_HEAD_BE:
+        return None
+    return _TICKS_OF[little](data, _TICKS_AT)[0]
 
 
 __all__ = [

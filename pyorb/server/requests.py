@@ -29,7 +29,7 @@ from pyorb.giop.cdr import CDRWriter
 from pyorb.giop.detail import exception_detail_context, key_text
 from pyorb.giop.fast12 import reply_12_to
 from pyorb.giop.errors import ProtocolError
-from pyorb.giop.policies import request_timeouts
+from pyorb.giop.policies import request_deadline
 from pyorb.giop.codesets import CHAR_CONVERSIONS, code_set_name
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import (
@@ -292,12 +292,11 @@ class RequestHandler(ServerConnection):
         INVOCATION_POLICIES context, if any.  A malformed one is ignored (the
         call runs unbounded, as if the client had sent none), and logged."""
         try:
-            timeouts = request_timeouts(req.service_contexts)
+            return request_deadline(req.service_contexts, monotonic(), time.time)
         except ProtocolError as exc:
             log.info("ignoring the malformed INVOCATION_POLICIES context of %s request %d from %s: %s",
                      req.operation, req.request_id, self.peer, exc.reason)
             return None
-        return None if timeouts is None else timeouts.deadline(monotonic(), time.time())
 
     def _answer_inline(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request) -> None:
         """What ``Call``, ``run_on_loop`` and ``ReplySink.result`` do for a synchronous
