@@ -84,6 +84,7 @@ cdef object _Request = _messages.Request
 cdef object _Reply = _messages.Reply
 cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _fast12._REQUEST_FIELDS)
 cdef tuple _REPLY_SLOTS = _slot_setters(_Reply, _fast12._REPLY_FIELDS)
+cdef tuple _CONTEXT_SLOTS = _slot_setters(_ServiceContext, ("context_id", "data"))
 cdef object _KEY_ADDR = _header.KEY_ADDR
 cdef object _NO_PRINCIPAL = b""
 cdef object _NEED_DATA = _messages.NEED_DATA
@@ -108,6 +109,16 @@ cdef object _new_request(object request_id, object flags, object key, object ope
     values[10] = <PyObject*>_KEY_ADDR
     values[11] = <PyObject*>_EMPTY
     return _filled(_Request, _REQUEST_SLOTS, values)
+
+
+cdef object _new_context(object context_id, object data):
+    """``ServiceContext(context_id, data)``, its slots filled in C (a timed call's request carries one)."""
+    cdef PyObject* values[2]
+    if _CONTEXT_SLOTS is None:
+        return _ServiceContext(context_id, data)
+    values[0] = <PyObject*>context_id
+    values[1] = <PyObject*>data
+    return _filled(_ServiceContext, _CONTEXT_SLOTS, values)
 
 
 cdef object _new_reply(object request_id, object status, object body, object little, object body_offset):
@@ -222,7 +233,7 @@ cdef object _request_at(const uint8_t* d, Py_ssize_t n, bint little):
             p += 8
             if p + length > n:
                 return None
-            items.append(_ServiceContext(context_id, PyBytes_FromStringAndSize(<const char*>d + p, length)))
+            items.append(_new_context(context_id, PyBytes_FromStringAndSize(<const char*>d + p, length)))
             p = (p + length + 3) & ~3
         contexts = tuple(items)
     start = p + ((-(p + 12)) & 7)
