@@ -73,12 +73,14 @@ _serve, _served = SERVING.set, SERVING.reset
 class _Serving:
     """What ``pyorb.current()`` and onward calls see of a request answered inline with the client's deadline."""
 
+    # Made with object.__new__ and filled by the caller: no __init__ frame per timed request.
     __slots__ = ("operation", "object_key", "deadline")
+    operation: str
+    object_key: bytes
+    deadline: float
 
-    def __init__(self, operation: str, object_key: bytes, deadline: float) -> None:
-        self.operation = operation
-        self.object_key = object_key
-        self.deadline = deadline
+
+_new_serving = object.__new__
 
 _REFUSALS: dict[tuple[bool, int | None, str], bytes] = {}
 """GIOP 1.2 replies of calls admission control refused, by byte order, fragment size and text
@@ -329,7 +331,11 @@ class RequestHandler(ServerConnection):
         :class:`Call`, so ``pyorb.current()``, the calls it makes and the tasks it
         schedules see the deadline.  A reply made after the deadline is sent, as a
         Call on the loop sends it."""
-        token = _serve(_Serving(req.operation, req.object_key, deadline))
+        serving = _new_serving(_Serving)
+        serving.operation = req.operation
+        serving.object_key = req.object_key
+        serving.deadline = deadline
+        token = _serve(serving)
         try:
             self._answer_inline(servant, route, args, req)
         finally:
