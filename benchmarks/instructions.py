@@ -10,6 +10,12 @@ loop, with ``--in-flight`` calls outstanding on one loopback connection:
   GIOP header, writes requests and matches replies to futures by request
   id, against ``benchmarks/bare_echo_server.py``'s protocol.
 
+``--chain`` also counts the AMH experiment's chain in one process: the
+client calls ``pyorb.servers.middle``'s AMH middle tier, which forwards each
+call to ``pyorb.servers.sink``'s AMH sink (a ``--chain-delay`` timer per
+call); its row's ratio is to the bare echo.  With ``--call-timeout`` the
+middle tier's calls to the sink are timed too, as the middle tier's are.
+
 ``--alone`` also counts each side on its own against the other's bare peer
 in another process, and ``--pool N`` the server alone under
 ``thread_pool(N)`` against the bare server handing each request to a pool of
@@ -73,6 +79,26 @@ async def pyorb_workload(calls: int, in_flight: int) -> None:
     async with pyorb.Server() as server, pyorb.Client(client_config()) as client:
         echo = client.resolve(server.ior(server.activate(servant, "Echo")), idl.Bench.Echo)
         await _drive(echo.ping, calls, in_flight)
+
+
+async def chain_workload(calls: int, in_flight: int) -> None:
+    """A client -> AMH middle tier -> AMH sink, the servers the experiments run, on one loop."""
+    import pyorb
+    from pyorb.idl import bench_idl
+    from pyorb.servers.middle import make_servant as middle_servant
+    from pyorb.servers.models import resolve_model
+    from pyorb.servers.sink import make_servant as sink_servant
+    from pyorb.servers.workload import Demand
+
+    sink_iface = bench_idl().Bench.Sink
+    model = resolve_model("amh-st")
+    delay = float(os.environ.get("PYORB_BENCH_CHAIN_DELAY", "0.001"))
+    async with pyorb.Server(strategy=model.strategy) as sink, pyorb.Server(strategy=model.strategy) as middle, \
+            pyorb.Client(client_config()) as onward, pyorb.Client(client_config()) as client:
+        sink_ref = sink.ior(sink.activate(sink_servant(model, Demand(delay=delay)), "Sink"))
+        forward = middle_servant(model, onward.resolve(sink_ref, sink_iface), None, asyncio.get_running_loop())
+        target = client.resolve(middle.ior(middle.activate(forward, "Middle")), sink_iface)
+        await _drive(target.work, calls, in_flight)
 
 
 async def bare_workload(calls: int, in_flight: int) -> None:
@@ -217,7 +243,8 @@ def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None, 
         assert target is not None
         uvloop.run(call_alone(kind, target, calls, in_flight))
     else:
-        uvloop.run((pyorb_workload if kind == "pyorb" else bare_workload)(calls, in_flight))
+        workloads = {"pyorb": pyorb_workload, "pyorb-chain": chain_workload, "bare": bare_workload}
+        uvloop.run(workloads[kind](calls, in_flight))
 
 
 def _inner(kind: str, calls: int, in_flight: int, target: str | None = None, pool: int = 8) -> list[str]:
@@ -295,7 +322,11 @@ def main() -> None:
                         help="also count the server alone under thread_pool(N), against the bare server with N threads")
     parser.add_argument("--call-timeout", type=float, default=None, metavar="S",
                         help="give every pyorb client call a timeout of S seconds (as the middle tier's calls have)")
-    parser.add_argument("--inner", choices=("pyorb", "bare", "pyorb-server", "bare-server", "pyorb-pool-server",
+    parser.add_argument("--chain", action="store_true",
+                        help="also count a client -> AMH middle tier -> AMH sink chain (the experiments' servers)")
+    parser.add_argument("--chain-delay", type=float, default=0.001, metavar="S",
+                        help="the chain's sink delay per call (default 0.001 s)")
+    parser.add_argument("--inner", choices=("pyorb", "pyorb-chain", "bare", "pyorb-server", "bare-server", "pyorb-pool-server",
                                             "bare-pool-server", "pyorb-client", "bare-client"), help=argparse.SUPPRESS)
     parser.add_argument("--inner-calls", type=int, default=1000, help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
@@ -314,6 +345,9 @@ def main() -> None:
         if not ns.call_timeout > 0:
             parser.error("--call-timeout must be positive")
         os.environ["PYORB_BENCH_CALL_TIMEOUT"] = str(ns.call_timeout)  # inherited by the counted processes
+    if not 0 <= ns.chain_delay <= 1:
+        parser.error("--chain-delay must be between 0 and 1 second")
+    os.environ["PYORB_BENCH_CHAIN_DELAY"] = str(ns.chain_delay)
     from rich.console import Console
     from rich.table import Table
 
@@ -321,6 +355,9 @@ def main() -> None:
     if ns.alone:
         pairs += [("server alone (bare client in another process)", "bare-server", "pyorb-server"),
                   ("client alone (bare server in another process)", "bare-client", "pyorb-client")]
+    if ns.chain:
+        pairs.append((f"client -> AMH middle tier -> AMH sink ({ns.chain_delay * 1e3:g} ms), one process", "bare",
+                      "pyorb-chain"))
     if ns.pool:
         pairs.append((f"server alone, thread_pool({ns.pool}) (bare: a pool of {ns.pool} threads)", "bare-pool-server",
                       "pyorb-pool-server"))
@@ -335,6 +372,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pyorb-instructions-") as tmp:
         for _, bare, kind in pairs:
             for what, pure in [(bare, False), *((kind, p) for p, _ in variants)]:
+                if (what, pure) in per_call:  # the chain's row reuses the bare echo's count
+                    continue
                 low = count(what, n1, ns.in_flight, Path(tmp), pure, ns.pool)
                 high = count(what, n2, ns.in_flight, Path(tmp), pure, ns.pool)
                 per_call[what, pure] = (high - low) / (n2 - n1)
