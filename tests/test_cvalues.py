@@ -75,12 +75,17 @@ def agree(descs: tuple[Any, ...], data: bytes, le: bool, base: int, bounds: Boun
     return python
 
 
-def run(descs: tuple[Any, ...], data: bytes, le: bool, base: int, twin: bool) -> tuple[int, bytes, dict[int, str]]:
+def run(
+    descs: tuple[Any, ...], data: bytes, le: bool, base: int, twin: bool, tail: bool = False,
+) -> tuple[int, bytes, dict[int, str]]:
     """A body that is one sequence of values through the twin alone (its -1 kept), or through the
-    Python walk's loop: the index after the run, the bytes and the frame's table after."""
+    Python walk's loop: the index after the run, the bytes and the frame's table after.  With
+    ``tail`` a null value follows the sequence, so the run does not end the data."""
     node = _top(descs, 2)
     assert isinstance(node, _Seq)
     buf = bytearray(data)
+    if tail:
+        buf += bytes((-(len(buf) + base) & 3) + 4)
     f = _Frame(buf, len(buf), base, le, 2, {}, 0, len(buf))
     n, i = f.ulong(0)
     if twin:
@@ -148,26 +153,34 @@ def test_omniorbs_sequences_of_values_walk_the_same(points: list[Any], le: bool,
         agree(POINTS, sample, le, base, bounds)
 
 
+def leaves(python: tuple[int, bytes, dict[int, str]], tail: bool) -> tuple[int, bytes, dict[int, str]]:
+    """What the twin leaves where the Python walk left ``python``: the same, but a run that ends the
+    data adds nothing to the frame's table (nothing after it can point back into it)."""
+    return python if tail else (python[0], python[1], {})
+
+
 @MANY
-@given(points=point_lists(), le=st.booleans(), base=st.integers(0, 7))
-def test_the_twin_takes_omniorbs_sequences_itself(points: list[Any], le: bool, base: int) -> None:
-    """No hand-back for what omniORB writes: the twin's own result, bytes and table are the Python walk's."""
+@given(points=point_lists(), le=st.booleans(), base=st.integers(0, 7), tail=st.booleans())
+def test_the_twin_takes_omniorbs_sequences_itself(points: list[Any], le: bool, base: int, tail: bool) -> None:
+    """No hand-back for what omniORB writes: the twin's own result and bytes are the Python walk's, and
+    so is its table when more data follows the run."""
     data = bytes(omni_marshal(POINTS, [points], base, le))
-    end, scrubbed, table = run(POINTS, data, le, base, twin=True)
+    end, scrubbed, table = run(POINTS, data, le, base, twin=True, tail=tail)
     assert end == len(data)
-    assert (end, scrubbed, table) == run(POINTS, data, le, base, twin=False)
+    assert (end, scrubbed, table) == leaves(run(POINTS, data, le, base, twin=False, tail=tail), tail)
 
 
 @pytest.mark.parametrize("name", sorted(BOXES))
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), le=st.booleans(), base=st.integers(0, 7), where=st.integers(0, 10**6),
-       value=st.integers(0, 255), cut=st.integers(1, 12))
+       value=st.integers(0, 255), cut=st.integers(1, 12), tail=st.booleans())
 def test_boxes_and_private_state_walk_the_same(name: str, data: st.DataObject, le: bool, base: int, where: int,
-                                               value: int, cut: int) -> None:
+                                               value: int, cut: int, tail: bool) -> None:
     descs, values = BOXES[name]
     encoded = bytes(omni_marshal(descs, [data.draw(values)], base, le))
     assert agree(descs, encoded, le, base)[0] is None
-    assert run(descs, encoded, le, base, twin=True) == run(descs, encoded, le, base, twin=False)
+    assert run(descs, encoded, le, base, twin=True, tail=tail) == leaves(run(descs, encoded, le, base, twin=False,
+                                                                              tail=tail), tail)
     for sample in mutations(encoded, where, value, cut):
         agree(descs, sample, le, base)
 
@@ -305,14 +318,14 @@ def test_hand_made_sequences_of_values_walk_the_same(sample: tuple[bytes, bool, 
 
 
 @MANY
-@given(sample=hand_made())
-def test_what_the_twin_takes_it_leaves_as_python_does(sample: tuple[bytes, bool, int]) -> None:
+@given(sample=hand_made(), tail=st.booleans())
+def test_what_the_twin_takes_it_leaves_as_python_does(sample: tuple[bytes, bool, int], tail: bool) -> None:
     data, le, base = sample
-    end, scrubbed, table = run(POINTS, data, le, base, twin=True)
+    end, scrubbed, table = run(POINTS, data, le, base, twin=True, tail=tail)
     if end < 0:  # handed back: the frame's table untouched
         assert table == {}
         return
-    assert (end, scrubbed, table) == run(POINTS, data, le, base, twin=False)
+    assert (end, scrubbed, table) == leaves(run(POINTS, data, le, base, twin=False, tail=tail), tail)
 
 
 def test_the_hand_made_forms_are_the_twins_own() -> None:
@@ -349,9 +362,10 @@ def test_the_hand_made_forms_are_the_twins_own() -> None:
     for kind, v in (("long", 5), ("long", 6), ("string", "x")):
         member(w, kind, v)
     data = bytes(w.out)
-    end, scrubbed, table = run(POINTS, data, True, 0, twin=True)
-    assert end == len(data), data.hex()
-    assert (end, scrubbed, table) == run(POINTS, data, True, 0, twin=False)
+    for tail in (False, True):
+        end, scrubbed, table = run(POINTS, data, True, 0, twin=True, tail=tail)
+        assert end == len(data), data.hex()
+        assert (end, scrubbed, table) == leaves(run(POINTS, data, True, 0, twin=False, tail=tail), tail)
 
 
 # -- without the accelerator -------------------------------------------------------

@@ -9,14 +9,18 @@ frame's table), value tags with a codebase URL, one repository id or a list
 of them (indirections included), a derived or truncated type found by the
 node's ``find``, unchunked states or a chunked state in one chunk followed
 by its end tag (the rest of a truncated value skipped), each state walked by
-its flat plan (``_cwalk._walk``).  The nesting bound is the frame's.
+its flat plan, compiled into C arrays once per plan (the steps of
+``_cwalk._walk``).  The nesting bound is the frame's.
 
 Anything else (a state that is not flat, a state split across chunks, a
 run inside a chunked value) and anything wrong with the data gives -1 and
 the frame untouched but for padding zeroed: the Python walk then walks the
 run again from its start and gives the result or raises the error, so the
 errors are its own.  On success the run's value and repository id starts
-go into the frame's table, as the Python walk leaves them.
+go into the frame's table, as the Python walk leaves them, unless the run
+ends the data: then nothing after it can name them, and the table is left
+as it was (a sequence of values that is a whole body, the common case,
+costs no Python object per value).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -25,7 +29,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.string cimport memcmp
 
-from pyorb.marshal.layout._cwalk cimport _u32, _walk
+from pyorb.marshal.layout._cwalk cimport _u32
 
 # The layout package is half-imported when valuetypes imports this module: its names are read when used.
 from pyorb.marshal import layout as _layout
@@ -212,6 +216,118 @@ cdef Py_ssize_t _end_of_value(_Walk* w, Py_ssize_t i, Py_ssize_t chunk_end, bint
     return j if value == 0xFFFFFFFF else -1
 
 
+cdef struct _Op:
+    Py_ssize_t a, b, c  # zero d[i + a : i + b : c]
+
+
+cdef struct _Phase:
+    Py_ssize_t size, first, n  # the part's octets from this phase, and its ops (first, count)
+
+
+cdef struct _Part:
+    bint counted, nul
+    Py_ssize_t unit, limit
+    _Phase phases[8]
+
+
+cdef class _Plan:
+    """A flat plan (``layout._flat_plan``) as C arrays, so a value's state is walked without
+    reading a Python object: the same steps as ``_cwalk._walk`` over the tuple plan."""
+
+    cdef _Part* parts
+    cdef _Op* ops
+    cdef Py_ssize_t n
+    cdef object source  # the tuple plan (kept alive: the cache is keyed by its id)
+
+    def __dealloc__(self):
+        PyMem_Free(self.parts)
+        PyMem_Free(self.ops)
+
+    cdef Py_ssize_t walk(self, uint8_t* d, Py_ssize_t i, Py_ssize_t end, Py_ssize_t sh, bint le) noexcept:
+        """Where the state that starts at ``i`` ends, or -1 (``_cwalk._walk``'s result)."""
+        cdef Py_ssize_t p, j, k, stop, count
+        cdef _Part* part
+        cdef _Phase* phase
+        cdef _Op* op
+        cdef _Op* last
+        for p in range(self.n):
+            part = &self.parts[p]
+            phase = &part.phases[(i + sh) & 7]
+            j = i + phase.size
+            if j > end:
+                return -1
+            op = &self.ops[phase.first]
+            last = op + phase.n
+            while op < last:
+                k = i + op.a
+                stop = i + op.b
+                while k < stop:
+                    d[k] = 0
+                    k += op.c
+                op += 1
+            if not part.counted:
+                i = j
+                continue
+            count = _u32(d + j - 4, le)
+            if count > (end - j) // part.unit:
+                return -1
+            i = j + count * part.unit
+            if count > part.limit or (part.nul and (count == 0 or d[i - 1] != 0)):
+                return -1
+        return i
+
+
+cdef dict _c_plans = {}
+
+
+cdef object _compiled(object plan):
+    """``plan`` (a tuple flat plan) as a :class:`_Plan`, or None if it holds a step the C
+    walk leaves to ``_cwalk._walk`` (cached; the entry keeps the plan alive)."""
+    hit = _c_plans.get(id(plan))
+    if hit is None:
+        if len(_c_plans) > 4096:
+            _c_plans.clear()
+        hit = _c_plans[id(plan)] = (plan, _compile_plan(<tuple>plan))
+    return hit[1]
+
+
+cdef object _compile_plan(tuple plan):
+    cdef _Plan c = _Plan.__new__(_Plan)
+    cdef Py_ssize_t n_ops = 0, p, k, m = 0
+    cdef tuple part, layout
+    for part in plan:
+        for layout in part[1]:
+            n_ops += len(<tuple>layout[1])
+    c.source = plan
+    c.n = len(plan)
+    c.parts = <_Part*>PyMem_Malloc(max(c.n, 1) * sizeof(_Part))
+    c.ops = <_Op*>PyMem_Malloc(max(n_ops, 1) * sizeof(_Op))
+    if c.parts == NULL or c.ops == NULL:
+        raise MemoryError()
+    for p in range(c.n):
+        part = plan[p]
+        if len(<tuple>part[1]) != 8:
+            return None
+        c.parts[p].counted = part[0]
+        if part[0]:
+            c.parts[p].unit, c.parts[p].nul, c.parts[p].limit = part[2], part[3], part[4]
+            if c.parts[p].unit <= 0:
+                return None
+        for k in range(8):
+            layout = part[1][k]
+            c.parts[p].phases[k].size = layout[0]
+            c.parts[p].phases[k].first = m
+            c.parts[p].phases[k].n = len(<tuple>layout[1])
+            if part[0] and c.parts[p].phases[k].size < 4:
+                return None
+            for op in layout[1]:
+                c.ops[m].a, c.ops[m].b, c.ops[m].c = op[0], op[1], op[2]
+                if c.ops[m].a < 0 or c.ops[m].b > c.parts[p].phases[k].size or c.ops[m].c <= 0:
+                    return None
+                m += 1
+    return c
+
+
 cdef dict _step_plans = {}
 
 
@@ -325,10 +441,14 @@ cdef class _Run:
     cdef Py_ssize_t ids[_MAX_IDS]
 
     cdef object plan_of(self, object found):
+        """The compiled flat plan of ``found``'s state, or None (its tuple plan is ``_cwalk._walk``'s, if any)."""
+        cdef object plan
         if found is not self.node:
-            return _layout._flat_plan(found.state())
+            plan = _layout._flat_plan(found.state())
+            return None if plan is None else _compiled(plan)
         if not self.planned:
-            self.plan = _layout._flat_plan(self.node.state())
+            plan = _layout._flat_plan(self.node.state())
+            self.plan = None if plan is None else _compiled(plan)
             self.planned = True
         return self.plan
 
@@ -376,11 +496,11 @@ cdef class _Run:
         if plan is None:
             return -1
         if not head & 8:
-            return _walk(<tuple>plan, w.d, j, w.end, w.sh, w.le)
+            return (<_Plan>plan).walk(w.d, j, w.end, w.sh, w.le)
         j = _next_chunk(w, j, &chunk_end)
         if j < 0:
             return -1
-        k = _walk(<tuple>plan, w.d, j, chunk_end, w.sh, w.le)
+        k = (<_Plan>plan).walk(w.d, j, chunk_end, w.sh, w.le)
         if k < 0:  # not in one chunk (or wrong): step by step across chunk boundaries
             steps = _steps(found.state())
             if steps is None:
@@ -393,7 +513,8 @@ cdef class _Run:
 
 def _zero_values(node, f, Py_ssize_t i, Py_ssize_t n):
     """``n`` values of ``node`` at ``f.data[i]`` scrubbed: the index after them, or -1 (the frame's table
-    untouched) for a form or an error this leaves to the Python walk."""
+    untouched) for a form or an error this leaves to the Python walk.  The frame's table gets the
+    run's starts unless the run ends the data."""
     if f.chunked or f.end != f.full_end or i < 0 or n < 0:
         return -1
     cdef _Run run = _Run.__new__(_Run)
@@ -421,8 +542,9 @@ def _zero_values(node, f, Py_ssize_t i, Py_ssize_t n):
             i = run.one(&w, i)
             if i < 0:
                 return -1
-        for r in range(w.n):
-            run.table[w.offs[r]] = _KINDS[w.kinds[r]]
+        if i < w.end:  # something follows that may point back into the run
+            for r in range(w.n):
+                run.table[w.offs[r]] = _KINDS[w.kinds[r]]
         return i
     finally:
         PyMem_Free(w.offs)
