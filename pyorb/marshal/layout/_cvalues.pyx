@@ -39,6 +39,7 @@ from pyorb.marshal.layout.nodes import _Array, _Counted, _Group, _Prim, _Struct
 cdef uint32_t _INDIRECTION = 0xFFFFFFFF
 cdef uint32_t _TAG_MIN = 0x7FFFFF00
 cdef uint32_t _TAG_MAX = 0x7FFFFFFF
+cdef uint32_t _END_TAG_MIN = 0x80000000  # (typed: a bare literal this large is compared as a Python int)
 
 cdef enum:
     _VALUE = 1
@@ -208,12 +209,12 @@ cdef Py_ssize_t _end_of_value(_Walk* w, Py_ssize_t i, Py_ssize_t chunk_end, bint
         j = _ulong(w, i, &value)
         if j < 0:
             return -1
-        if value >= 0x80000000:
+        if value >= _END_TAG_MIN:
             break
         if not truncated or not 0 < value < _TAG_MIN or j + <Py_ssize_t>value > w.end:
             return -1
         i = j + value  # the rest of a truncated value: octets of a type unknown here
-    return j if value == 0xFFFFFFFF else -1
+    return j if value == _INDIRECTION else -1  # the end tag -1
 
 
 cdef struct _Op:
