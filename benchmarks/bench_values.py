@@ -18,14 +18,26 @@ once each per side, the part of a round trip no ORB above omniORB's
 marshaler avoids.
 
     python -m benchmarks.bench_values --values 3000 --calls 20 --repeats 3
+
+``--instructions`` counts instead, with callgrind, the CPU instructions per
+value of a round trip, which the machine's load does not change: the floor
+(in one process), then each system's server and client processes (each run
+under callgrind, the server until its client is done); each count runs with
+2 and with 6 calls, and the difference per value cancels start-up.
+
+    python -m benchmarks.bench_values --values 3000 --instructions
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -92,15 +104,106 @@ def omniorb_floor(values_mod: Any, n: int, calls: int) -> float:
     return (time.process_time() - start) / calls
 
 
+# -- instruction counts --------------------------------------------------------------
+
+LOW, HIGH = 2, 6  # calls of the two counted runs of each workload
+
+
+def count_floor(n: int, calls: int, out: Path) -> int:
+    """Instructions of a process running ``omniorb_floor`` for ``calls`` calls."""
+    from benchmarks.instructions import callgrind_argv, callgrind_total
+
+    subprocess.run([*callgrind_argv(out), sys.executable, "-m", "benchmarks.bench_values", "--inner-floor",
+                    "--values", str(n), "--calls", str(calls)], check=True, capture_output=True, cwd=ROOT,
+                   timeout=3600)
+    return callgrind_total(out)
+
+
+def count_pair(system: str, n: int, calls: int, tmp: Path) -> tuple[int, int]:
+    """Instructions of ``system``'s server process and client process (``calls`` calls of ``n`` values)."""
+    from benchmarks.instructions import callgrind_argv, callgrind_total
+    from pyorb.testing.kit import child_env
+
+    srv_out, cli_out = tmp / f"{system}-server-{calls}.cg", tmp / f"{system}-client-{calls}.cg"
+    if system == "pyorb":
+        serve = ["-m", "pyorb", "serve", f"{ROOT / 'tests/peers/values_servant.py'}:Echo", "--idl", str(IDL),
+                 "--key", "Echo", "--stop-on-stdin-eof"]
+    else:
+        serve = ["-m", "pyorb.testing.omnipeer", "serve", "--idl", str(IDL), "--servant",
+                 "tests.peers.values_servant:Echo"]
+    server = subprocess.Popen([*callgrind_argv(srv_out), sys.executable, *serve], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=child_env())
+    try:
+        assert server.stdout is not None
+        ior = server.stdout.readline().strip()
+        if not ior.startswith("IOR:"):
+            raise RuntimeError(f"the {system} server printed {ior[:60]!r}, not its IOR")
+        if system == "pyorb":
+            call = ["-m", "benchmarks.bench_values", "--inner-client", ior, "--values", str(n), "--calls", str(calls)]
+        else:
+            call = ["-m", "pyorb.testing.omnipeer", "call", "--idl", str(IDL), "--function",
+                    "benchmarks.bench_values:omni_rounds", "--target", ior, "--interface", "Values::Echo",
+                    "--args", json.dumps([n, calls, server.pid])]
+        subprocess.run([*callgrind_argv(cli_out), sys.executable, *call], check=True, capture_output=True, cwd=ROOT,
+                       env=child_env(), timeout=3600)
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()  # the server ends at stdin's end, so callgrind writes its count
+        server.wait(600)
+        if server.stdout is not None:
+            server.stdout.close()
+    return callgrind_total(srv_out), callgrind_total(cli_out)
+
+
+def instructions(n: int) -> None:
+    """Print the instructions per value of a round trip: the floor, then each system's server and client."""
+    per_value = float((HIGH - LOW) * n)
+    with tempfile.TemporaryDirectory(prefix="pyorb-bench-values-") as tmp:
+        floor = (count_floor(n, HIGH, Path(tmp) / "floor-high.cg")
+                 - count_floor(n, LOW, Path(tmp) / "floor-low.cg")) / per_value
+        sides = {}
+        for system in ("pyorb", "omniORBpy"):
+            high, low = count_pair(system, n, HIGH, Path(tmp)), count_pair(system, n, LOW, Path(tmp))
+            sides[system] = ((high[0] - low[0]) / per_value, (high[1] - low[1]) / per_value)
+    print(f"instructions per value of a round trip of echo_points ({n} values; callgrind, calls {LOW} and {HIGH}); "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'system':<12} {'server':>9} {'client':>9} {'total':>9} {'above the floor':>16}")
+    print(f"{'floor':<12} {'':>9} {'':>9} {floor:>9,.0f} {0:>16,.0f}")
+    for system, (server, client) in sides.items():
+        print(f"{system:<12} {server:>9,.0f} {client:>9,.0f} {server + client:>9,.0f} {server + client - floor:>16,.0f}")
+    pyorb_, omni = sum(sides["pyorb"]), sum(sides["omniORBpy"])
+    print(f"pyorb relative to omniORBpy (omniORBpy / pyorb instructions, >1 is fewer): {omni / pyorb_:.3f}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--values", type=int, default=3000, help="values in each call's sequence (default 3000)")
     p.add_argument("--calls", type=int, default=20, help="timed calls per point (default 20)")
     p.add_argument("--repeats", type=int, default=3, help="repetitions of each point (at least 2; default 3)")
+    p.add_argument("--instructions", action="store_true",
+                   help="count CPU instructions per value with callgrind instead of timing (needs valgrind)")
+    p.add_argument("--inner-floor", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--inner-client", metavar="IOR", help=argparse.SUPPRESS)
     ns = p.parse_args()
     if ns.repeats < 2 or ns.calls < 1 or ns.values < 1:
         p.error("--repeats must be at least 2, --calls and --values at least 1")
     import pyorb
+
+    if ns.inner_floor or ns.inner_client:  # a counted process of --instructions
+        values_mod = pyorb.load_idl(IDL).Values
+        if ns.inner_floor:
+            from pyorb.marshal.orb import ensure_orb
+
+            ensure_orb()
+            omniorb_floor(values_mod, ns.values, ns.calls)
+        else:
+            pyorb_rounds(values_mod, ns.inner_client, ns.values, ns.calls, os.getpid())
+        return 0
+    if ns.instructions:
+        if shutil.which("valgrind") is None:
+            p.error("--instructions needs valgrind (apt-get install valgrind)")
+        instructions(ns.values)
+        return 0
     from pyorb.testing.kit import ServerProcess, omni_call, omni_server_process
 
     values_mod = pyorb.load_idl(IDL).Values
