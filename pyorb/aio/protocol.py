@@ -198,7 +198,10 @@ class GIOPProtocol(asyncio.Protocol):
             # The read timeout bounds one message: a busy peer whose reads
             # end mid-message is not stalled as long as its messages complete.
             self._cancel_read_timer()
-        if core.in_progress or self._read_timer is not None or self._train_timer is not None:
+        # core.in_progress, without a property call per read: the core empties its
+        # buffer when a read's messages are all taken, so a non-empty one (or a
+        # train) is all that can need watching; _watch_partial looks precisely.
+        if core._buf or core._trains or self._read_timer is not None or self._train_timer is not None:
             self._watch_partial()
 
     # A connection with more messages than one batch yields to the others:
@@ -269,6 +272,15 @@ class GIOPProtocol(asyncio.Protocol):
         """Write ``data``, or queue it for its batch (loop thread only).  False if closed."""
         if self._closing:
             return False
+        if not (self._flush_pending or self._wrote or self._out or self.write_paused) and self.direct_writer is None:
+            # Outside a batch, with nothing queued: what _flush would write, written
+            # now (no flush is scheduled for it: a caller awaiting one call at a
+            # time sends nothing more before the reply).
+            transport = self.transport
+            if transport is not None and len(data) < self.config.write_buffer_limit:
+                self._wrote = True
+                transport.write(data)
+                return True
         self._out.append(data)
         self._out_bytes += len(data)
         if self._out_bytes >= self.config.write_buffer_limit:
