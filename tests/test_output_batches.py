@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import pyorb
+from pyorb.aio.protocol import GIOPProtocol
 from pyorb.client.connection import ClientConnection
 from pyorb.testing.waiting import wait_until
 
@@ -110,3 +111,15 @@ async def test_a_lone_send_costs_the_loop_no_callback() -> None:
     finally:
         conn.loop = loop
         await _close(conn, server)
+
+
+@pytest.mark.parametrize("name", ["data_received", "_process", "send", "_flush"])
+def test_a_client_connection_runs_the_transports_per_message_code_in_a_copy_of_its_own(name: str) -> None:
+    """Server transports and client connections (in one process, a middle tier)
+    each specialise their own copy of the per-read and per-write methods: the
+    same code, in a code object the other class never runs."""
+    mine, base = getattr(ClientConnection, name), getattr(GIOPProtocol, name)
+    assert mine.__code__ is not base.__code__
+    assert (mine.__code__.co_code, mine.__code__.co_consts, mine.__code__.co_names) == \
+        (base.__code__.co_code, base.__code__.co_consts, base.__code__.co_names)
+    assert mine.__defaults__ == base.__defaults__ and mine.__globals__ is base.__globals__

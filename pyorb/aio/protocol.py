@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import types
 from typing import Any, Protocol, cast
 
 from pyorb.aio.direct import DirectWriter, open_direct
@@ -69,6 +70,19 @@ class Handler(Protocol):
 
     def reassembly_changed(self, delta: int) -> None:
         """Bytes held in unfinished fragment trains changed by ``delta`` (see :attr:`GIOPProtocol.reassembly_bytes`)."""
+
+
+def own_code(function: Any) -> Any:
+    """``function`` with a code object of its own, for a subclass's per-message methods.
+
+    CPython (3.11 on) specialises each code object's attribute reads for the
+    class it meets; where a server's transport and a client's connection run
+    in one process (a middle tier), methods they share meet two classes and
+    every read takes the generic lookup.  A subclass that binds its own copy
+    of such a method (the same code, copied) keeps both specialised.
+    """
+    return types.FunctionType(function.__code__.replace(), function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)
 
 
 class GIOPProtocol(asyncio.Protocol):

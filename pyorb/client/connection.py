@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 from omniORB import CORBA
 
-from pyorb.aio.protocol import GIOPProtocol
+from pyorb.aio.protocol import GIOPProtocol, own_code
 from pyorb.client import errors
 from pyorb.client.calls import Endpoint, RequestWriter, Route
 from pyorb.client.deadlines import Deadlines
@@ -28,6 +28,13 @@ _SERVER_CLOSED = "the server closed it"
 
 class ClientConnection(GIOPProtocol):
     """Many calls share this connection; replies find their call by request id."""
+
+    # The transport's per-read and per-write methods, specialised for this class
+    # apart from a server's transports (see own_code).
+    data_received = own_code(GIOPProtocol.data_received)
+    _process = own_code(GIOPProtocol._process)
+    send = own_code(GIOPProtocol.send)
+    _flush = own_code(GIOPProtocol._flush)
 
     def __init__(self, config: Config, on_closed: Callable[[ClientConnection], None],
                  endpoint: Endpoint | None = None) -> None:
