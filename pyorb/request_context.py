@@ -23,7 +23,8 @@ class Served(Protocol):
     """What the server keeps in the context variable while a request is served.
 
     ``deadline`` (``time.monotonic()`` seconds, or None) may be absent: a
-    request served without one."""
+    request served without one; so may ``object_id`` (the key after its
+    prefix, for a request a default servant or servant manager serves)."""
 
     @property
     def operation(self) -> str: ...
@@ -32,34 +33,38 @@ class Served(Protocol):
     def object_key(self) -> bytes: ...
 
 
-OBJECT_ID: contextvars.ContextVar[bytes] = contextvars.ContextVar("pyorb_object_id")
-"""Set by the server around servant code that a key prefix's default servant or
-servant manager serves: the object id of its request."""
-
 SERVING: contextvars.ContextVar[Served] = contextvars.ContextVar("pyorb_serving")
 """Set by the server around servant code; read through :func:`current`.  Always
 set for a request with a deadline (a client call made from there reads it)."""
 
-_FRAMES: dict[CodeType, str] = {}
+_FRAMES: dict[CodeType, tuple[str, str | None]] = {}
 
 
-def serve_in_frame(code: CodeType, local: str) -> None:
+def serve_in_frame(code: CodeType, local: str, object_id: str | None = None) -> None:
     """Let :func:`current` find the request in the local ``local`` of a running
     frame of ``code``: where the server runs plain synchronous servant code of
     a request without a deadline, it does not set :data:`SERVING` (a context
     variable set and reset per call costs such a call more than a tenth of
-    its instructions)."""
-    _FRAMES[code] = local
+    its instructions).  ``object_id``: the local holding the request's object
+    id, if the request itself does not carry it."""
+    _FRAMES[code] = (local, object_id)
 
 
-def _in_frames() -> Any:
+def _served() -> tuple[Any, bytes | None]:
+    """The request servant code serves (or None) and its object id (or None)."""
+    served = SERVING.get(None)
+    if served is not None:
+        return served, getattr(served, "object_id", None)
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        local = _FRAMES.get(frame.f_code)
-        if local is not None:
-            return frame.f_locals.get(local)
+        names = _FRAMES.get(frame.f_code)
+        if names is not None:
+            local, object_id = names
+            found = frame.f_locals
+            served = found.get(local)
+            return served, found.get(object_id) if object_id is not None else getattr(served, "object_id", None)
         frame = frame.f_back
-    return None
+    return None, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +106,20 @@ def current() -> RequestContext | None:
     synchronous method schedules see it only if its request has a deadline,
     and a thread the servant starts itself never does (Python threads start
     with an empty context)."""
-    served = SERVING.get(None)
+    served, object_id = _served()
     if served is None:
-        served = _in_frames()
-        if served is None:
-            return None
-    return RequestContext(served.operation, served.object_key, getattr(served, "deadline", None),
-                          OBJECT_ID.get(None))
+        return None
+    return RequestContext(served.operation, served.object_key, getattr(served, "deadline", None), object_id)
+
+
+def current_object_id() -> bytes | None:
+    """The object id (the key after its prefix) of the request the calling
+    servant code serves under a default servant or servant locator; None
+    elsewhere (an activator's servants are active under their own keys):
+    ``pyorb.current().object_id`` without the rest of the request.
+    Seen from every strategy and servant style, and from the tasks a
+    coroutine or AMH method starts."""
+    return _served()[1]
 
 
 def inherited_timeout(timeout: float | None) -> float | None:
@@ -126,4 +138,4 @@ def inherited_timeout(timeout: float | None) -> float | None:
     return remaining if timeout is None or remaining < timeout else timeout
 
 
-__all__ = ["OBJECT_ID", "RequestContext", "SERVING", "Served", "current", "inherited_timeout", "serve_in_frame"]
+__all__ = ["RequestContext", "SERVING", "Served", "current", "current_object_id", "inherited_timeout", "serve_in_frame"]

@@ -238,12 +238,14 @@ async def test_a_default_servant_answers_is_a_non_existent_and_locate(servers: A
 @pytest.mark.parametrize("spec", ALL_SPECS)
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("timeout", [None, 30.0], ids=["no-deadline", "deadline"])
 async def test_a_locator_finds_each_requests_servant(servers: Any, clients: Any, spec: str, style: type,
-                                                     asynchronous: bool) -> None:
+                                                     asynchronous: bool, timeout: float | None) -> None:
     server = await servers(spec)
     store = Store(range(1, 6), style, asynchronous)
     server.set_locator("acct/", store, Bench__POA.Sink)
-    calls = [(c, i) for c in clients(2) for i in range(1, 6)]
+    # With the client's deadline, a synchronous servant answered inline sees its id through SERVING.
+    calls = [(c, i) for c in clients(2, call_timeout=timeout) for i in range(1, 6)]
     results = await asyncio.gather(*(c.resolve(server.ior(f"acct/{i}"), Bench.Sink).work(7) for c, i in calls))
     assert results == [7 + 1001 * i for _, i in calls]
     assert sorted(store.pre) == sorted((str(i).encode(), "work") for _, i in calls)

@@ -17,8 +17,10 @@ A manager's answer may also be ``OBJECT_NOT_EXIST`` (raised) or a
 :class:`ForwardRequest` (the client is told LOCATION_FORWARD).  The
 connection hands a request for a managed key to :meth:`Manager.serve`
 (or :meth:`Manager.locate` for a LocateRequest); the manager calls back
-``connection.serve`` with the servant it found, so the servant runs under
-its route's strategy, deadline and admission control like any other.
+``connection.serve`` with the servant it found and the object id, so the
+servant runs under its route's strategy, deadline and admission control
+like any other, and is answered inline on the loop thread as an activated
+synchronous servant is when its route allows.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import asyncio
 import inspect
 import logging
 from dataclasses import dataclass
-from functools import partial
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
@@ -38,24 +39,16 @@ from pyorb.giop.detail import key_text
 from pyorb.giop.ior import IOR
 from pyorb.giop.messages import GIOP_1_2, LocateRequest, LocateStatus, Request
 from pyorb.marshal.body import NON_EXISTENT
-from pyorb.request_context import OBJECT_ID
+from pyorb.request_context import current_object_id
 from pyorb.server.adapter import Binding, ObjectAdapter, Route, RouteOptions
 from pyorb.server.call.servant import ServantInfo, servant_info
 
 if TYPE_CHECKING:
     from pyorb.interceptors import ServerRequestInfo
+    from pyorb.server.call.dispatch import ManagedCall
     from pyorb.server.requests import RequestHandler
 
 log = logging.getLogger(__name__)
-
-def current_object_id() -> bytes | None:
-    """The object id (the key after its prefix) of the request the calling
-    servant code serves under a default servant, locator or activator; None
-    elsewhere: ``pyorb.current().object_id`` without the rest of the request.
-    Seen from every strategy and servant style, and from the tasks a
-    coroutine or AMH method starts."""
-    return OBJECT_ID.get(None)
-
 
 class ForwardRequest(Exception):
     """Raised by ``preinvoke`` or ``incarnate``: the object lives elsewhere.
@@ -254,12 +247,7 @@ class DefaultServantManager(Manager):
 
     def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
-        # Set around the dispatch: the servant (inline), its task and its thread's context copy see it.
-        token = OBJECT_ID.set(self.object_id(req.object_key))
-        try:
-            conn.serve(req, self.plain, info, None, deadline, True)
-        finally:
-            OBJECT_ID.reset(token)
+        conn.serve(req, self.plain, info, deadline, req.object_key[self._skip:])
 
 
 class LocatorManager(Manager):
@@ -271,14 +259,18 @@ class LocatorManager(Manager):
                  options: RouteOptions) -> None:
         super().__init__(adapter, prefix, interface, options)
         self.locator = locator
+        self._routes: dict[type, Binding] = {}
+        """Per servant class: its info and routes (the servant left None), checked once."""
+        self._after = self._call_settled  # made once: a call's postinvoke, with no callable made per request
 
     def serve(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None,
               deadline: float | None = None) -> None:
-        if req.operation in _ASKED_BUILTINS and self.builtin(conn, req):
+        op = req.operation
+        if op in _ASKED_BUILTINS and self.builtin(conn, req):
             return
         oid = req.object_key[self._skip:]
         try:
-            outcome = self.locator.preinvoke(oid, req.operation)
+            outcome = self.locator.preinvoke(oid, op)
         except Exception as exc:  # noqa: BLE001 - the locator's failure is the request's
             self.failed(conn, req, exc, "preinvoke")
             return
@@ -309,30 +301,41 @@ class LocatorManager(Manager):
     def _invoke(self, conn: RequestHandler, req: Request, info: ServerRequestInfo | None, oid: bytes,
                 found: Any, deadline: float | None) -> None:
         op = req.operation
-        try:
+        routes = None
+        if type(found) is tuple and len(found) == 2:
             servant, cookie = found
-            known = self._classes.get(type(servant))  # binding()'s, without its call for a class seen before
-            binding = self.binding(servant, req.object_key) if known is None else Binding(servant, known[0], known[1])
+            routes = self._routes.get(type(servant))  # a class seen before: checked then
+        if routes is None:
+            routes = self._first(conn, req, oid, found)
+            if routes is None:
+                return
+            servant, cookie = found
+        if deadline is not None and deadline <= monotonic():
+            self._post(oid, op, found)
+            self.failed(conn, req, asyncio.TimeoutError(), "preinvoke")
+            return
+        if not conn.serve(req, routes, info, deadline, oid, servant, self._after, cookie):
+            self._postinvoke(oid, op, servant, cookie)
+
+    def _first(self, conn: RequestHandler, req: Request, oid: bytes, found: Any) -> Binding | None:
+        """The routes for what preinvoke returned, its servant's class seen for the first
+        time; None if it is not (servant, cookie) of the interface (the request is answered)."""
+        try:
+            servant, _ = found
+            bound = self.binding(servant, req.object_key)
         except Exception as exc:  # noqa: BLE001 - not (servant, cookie) of the interface
             if not isinstance(exc, CORBA.OBJ_ADAPTER):
                 exc = CORBA.OBJ_ADAPTER(0, CORBA.COMPLETED_NO, f"the servant locator under {key_text(self.prefix)} "
                                                                f"returned {type(found).__name__} for "
                                                                f"{key_text(req.object_key)}, not (servant, cookie)")
-            self._post(oid, op, found)
+            self._post(oid, req.operation, found)
             self.failed(conn, req, exc, "preinvoke")
-            return
-        if deadline is not None and deadline <= monotonic():
-            self._post(oid, op, found)
-            self.failed(conn, req, asyncio.TimeoutError(), "preinvoke")
-            return
-        after = partial(self._postinvoke, oid, op, servant, cookie)  # a closure's cells would cost more
-        token = OBJECT_ID.set(oid)
-        try:
-            took = conn.serve(req, binding, info, after, deadline, True)
-        finally:
-            OBJECT_ID.reset(token)
-        if not took:
-            after()
+            return None
+        routes = self._routes[type(servant)] = Binding(None, bound.info, bound.routes)
+        return routes
+
+    def _call_settled(self, call: ManagedCall) -> None:
+        self._postinvoke(call.object_id, call.operation, call.servant, call.cookie)
 
     def _post(self, oid: bytes, op: str, found: Any) -> None:
         """postinvoke for what preinvoke returned, well-formed or not."""

@@ -74,10 +74,11 @@ class _Serving:
     """What ``pyorb.current()`` and onward calls see of a request answered inline with the client's deadline."""
 
     # Made with object.__new__ and filled by the caller: no __init__ frame per timed request.
-    __slots__ = ("operation", "object_key", "deadline")
+    __slots__ = ("operation", "object_key", "deadline", "object_id")
     operation: str
     object_key: bytes
     deadline: float
+    object_id: bytes | None
 
 
 _new_serving = object.__new__
@@ -158,19 +159,22 @@ class RequestHandler(ServerConnection):
             else:
                 found.manager.serve(self, req, info, deadline)
             return
-        self.serve(req, found, info, deadline=deadline)
+        self.serve(req, found, info, deadline)
 
     def serve(self, req: Request, found: Binding, info: ServerRequestInfo | None = None,
-              after: Callable[[], None] | None = None, deadline: float | None = None, in_context: bool = False
-              ) -> bool:
+              deadline: float | None = None, object_id: bytes | None = None, servant: Any = None,
+              after: Callable[[ManagedCall], None] | None = None, cookie: Any = None) -> bool:
         """Run ``req`` on ``found``'s servant under its route's strategy.
 
         ``deadline`` (``time.monotonic()``) is the client's or a manager's:
         the operation's own deadline is applied too, the tighter wins.  For a
-        servant a manager found, ``after`` runs once the call is settled and
-        ``in_context`` hands servant code the current context (the object id).  Returns
-        True if a call took ``after`` (False: the request was answered, or
-        refused, before this returned)."""
+        request a default servant or servant manager serves, ``object_id`` is
+        what servant code reads from ``pyorb.current_object_id()``;
+        ``servant`` (if not None) is the one a servant locator found, of the
+        class whose routes ``found`` holds, and ``after`` (given the call
+        and ``cookie``) runs on the loop thread once the call is settled.
+        Returns True if a call took ``after`` (False: the request was
+        answered, or refused, before this returned)."""
         route = found.routes.get(req.operation)
         if route is None:
             self._builtin_or_missing(req, found.info)
@@ -209,27 +213,29 @@ class RequestHandler(ServerConnection):
         self._version = req.version
         route.stats.started += 1  # loop thread only
         expected = req.response_expected
+        if servant is None:
+            servant = found.servant
         if route.inline and expected and info is None and req.version == GIOP_1_2:
             if deadline is None:
-                self._answer_inline(found.servant, route, args, req)
+                self._answer_inline(servant, route, args, req, object_id)
                 return False
             if monotonic() < deadline:  # else a Call answers TIMEOUT, unrun
-                self._answer_inline_until(deadline, found.servant, route, args, req)
+                self._answer_inline_until(deadline, servant, route, args, req, object_id)
                 return False
         limit = route.deadline
         if limit is not None:  # the server's own deadline for the operation: the tighter one wins
             own = monotonic() + limit
             deadline = own if deadline is None or own < deadline else deadline
-        if after is None:
-            call = Call(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
+        if object_id is None:
+            call = Call(servant, entry, args, req.request_id, req.version, req.little_endian, expected, self,
                         route.stats, req.object_key, deadline)
-        else:
-            call = ManagedCall(found.servant, entry, args, req.request_id, req.version, req.little_endian, expected,
+        else:  # servant code finds the object id on its call (pyorb.current_object_id())
+            call = ManagedCall(servant, entry, args, req.request_id, req.version, req.little_endian, expected,
                                self, route.stats, req.object_key, deadline)
-            call.after = after
-        if info is not None or in_context:
+            call.object_id, call.after, call.cookie = object_id, after, cookie
+        if info is not None:
             call.intercepted = info
-            # What receive_request (or a servant manager) set, for any strategy's thread.
+            # What receive_request set, for any strategy's thread.
             call.context = contextvars.copy_context()
         self.load.started(self)
         if after is not None and deadline is not None:  # a locator's own wait counts: what is left of it
@@ -300,13 +306,15 @@ class RequestHandler(ServerConnection):
                      req.operation, req.request_id, self.peer, exc.reason)
             return None
 
-    def _answer_inline(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request) -> None:
+    def _answer_inline(self, servant: Any, route: Route, args: tuple[Any, ...], req: Request,
+                       object_id: bytes | None = None) -> None:
         """What ``Call``, ``run_on_loop`` and ``ReplySink.result`` do for a synchronous
         servant run on the loop thread, in one frame: the per-call path of a reactive
         server.  No other code runs between the request and its reply, so nothing
         else can see it in flight and it needs no sink, no lock and no load count.
         Any outcome but a reply that marshals within the size limit goes to a
-        :class:`Call`, which owns the error replies and their logging."""
+        :class:`Call`, which owns the error replies and their logging.
+        ``pyorb.current_object_id()`` finds ``object_id`` in this frame."""
         entry = route.entry
         started = perf_counter()
         try:  # without a deadline pyorb.current() finds ``req`` in this frame; with one, SERVING has it
@@ -325,7 +333,7 @@ class RequestHandler(ServerConnection):
                 stats.dropped += 1
 
     def _answer_inline_until(self, deadline: float, servant: Any, route: Route, args: tuple[Any, ...],
-                             req: Request) -> None:
+                             req: Request, object_id: bytes | None = None) -> None:
         """:meth:`_answer_inline` for a request whose client's ``deadline`` has not
         passed: the servant runs with the request in :data:`SERVING`, as under a
         :class:`Call`, so ``pyorb.current()``, the calls it makes and the tasks it
@@ -335,6 +343,7 @@ class RequestHandler(ServerConnection):
         serving.operation = req.operation
         serving.object_key = req.object_key
         serving.deadline = deadline
+        serving.object_id = object_id
         token = _serve(serving)
         try:
             self._answer_inline(servant, route, args, req)
@@ -601,4 +610,4 @@ class RequestHandler(ServerConnection):
         self.tasks = None
 
 
-serve_in_frame(RequestHandler._answer_inline.__code__, "req")
+serve_in_frame(RequestHandler._answer_inline.__code__, "req", "object_id")

@@ -148,15 +148,21 @@ class Call(ReplySink):
 
 
 class ManagedCall(Call):
-    """A call whose servant a servant locator found: ``after`` (its postinvoke)
-    runs on the loop thread once the call is settled."""
+    """A call a default servant or servant manager serves: servant code reads
+    ``object_id`` (:func:`pyorb.current_object_id`); ``after`` (a servant
+    locator's postinvoke, given the call and its ``cookie``) runs on the loop
+    thread once the call is settled."""
 
-    __slots__ = ("after",)
-    after: Callable[[], None]
+    __slots__ = ("object_id", "after", "cookie")
+    object_id: bytes
+    after: Callable[[ManagedCall], None] | None
+    cookie: Any
 
     def _settled(self) -> None:
         Call._settled(self)
-        self.after()
+        after = self.after
+        if after is not None:
+            after(self)
 
 
 class Strategy(Protocol):
