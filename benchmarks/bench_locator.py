@@ -12,8 +12,9 @@ Bench::Sink.work:
 
 The load is one closed-loop generator in this process (uvloop): --clients
 pyorb clients (one connection each), --concurrency calls in flight in all;
-every call resolves a reference to a random object id (the same single key
-for ``single``, so both models cost the client the same).  Per run: calls
+every call resolves a reference to a random object id (``single``: the
+reference is made all the same, then its one key is resolved instead, so
+both models cost the client the same).  Per run: calls
 per second in the window, the server's CPU seconds per call (psutil), and
 the server's RSS after its store is built and after the run.  Each model
 runs --repeats times, alternating; the table gives the median and the
@@ -97,6 +98,12 @@ def models(ids: int) -> tuple[Any, Callable[[pyorb.Server, str], str]]:
     return idl, install
 
 
+def reference(base: str, model: str, ids: int, rng: random.Random) -> str:
+    """The reference of a call: a random object id's, which ``single`` makes too and leaves unused."""
+    located = f"{base}{rng.randrange(ids)}"
+    return base if model == "single" else located
+
+
 def serve(model: str, ids: int) -> None:
     """The server process: prints its corbaloc prefix, serves until stdin closes."""
     _, install = models(ids)
@@ -127,7 +134,7 @@ async def load(base: str, model: str, ids: int, clients: int, concurrency: int, 
     async def one(client: Any) -> None:
         nonlocal errors
         while True:
-            ref = base if model == "single" else f"{base}{rng.randrange(ids)}"
+            ref = reference(base, model, ids, rng)
             sent = time.perf_counter()
             try:
                 ok = await client.resolve(ref, idl.Bench.Sink).work(7, timeout=10) == 7
@@ -155,8 +162,7 @@ async def counted(model: str, ids: int, calls: int, in_flight: int) -> None:
     rng = random.Random(1)
     async with pyorb.Server("127.0.0.1") as server, pyorb.Client() as client:
         base = server.corbaloc(install(server, model))
-        refs = [client.resolve(base if model == "single" else f"{base}{rng.randrange(ids)}", idl.Bench.Sink)
-                for _ in range(calls)]
+        refs = [client.resolve(reference(base, model, ids, rng), idl.Bench.Sink) for _ in range(calls)]
         remaining = iter(refs)
 
         async def worker() -> None:
