@@ -124,11 +124,12 @@ def _load(group: IOR, calls: int, in_flight: int, **client: Any) -> tuple[int, l
 
 
 def test_round_robin_spreads_calls_evenly(replicas: list[Replica]) -> None:
+    # Outlier detection off: with it, a replica the machine's load pauses for
+    # longer than its usual round trip is passed over by design (test_faults).
     group = start(replicas, 0.0, 0.0, 0.0)
-    done, errors = _load(group, 300, 15)
+    done, errors = _load(group, 300, 15, outlier_detection=None)
     assert (done, errors) == (300, [])
-    counts = [r.served() for r in replicas]
-    assert sum(counts) == 300 and max(counts) - min(counts) <= 15, counts  # within 5 % of 100 each
+    assert [r.served() for r in replicas] == [100, 100, 100]
 
 
 def test_least_pending_sends_fewer_calls_to_a_slow_replica(replicas: list[Replica]) -> None:
