@@ -229,6 +229,26 @@ def test_values_in_iso_8859_1_keep_sharing_derivation_and_anys(le: bool, align: 
     assert anything.value()[0] is anything.value()[1]
 
 
+@pytest.mark.parametrize("le,align", PLACES)
+def test_values_inside_values_in_iso_8859_1_are_written_with_their_strings_re_encoded(le: bool, align: int) -> None:
+    # pyorb's value writer writes these bodies; each string is re-encoded as it goes in, so the
+    # chunk lengths and indirections it writes after are those of the re-encoded body.
+    p = Values.Point3(1, 2, "név", 0.5)
+    cycle = Values.Node(7, None)
+    cycle.next = Values.Node(8, cycle)
+    descs = (Values._d_Labelled, Values._d_Labelled, Values._d_Node) + ANY
+    sent = (Values.Labelled("lábel", p, cycle), Values.Labelled("é", p, None), cycle,
+            CORBA.Any(Values._tc_Labelled, Values.Labelled("àny", p, Values.Node(1, None))))
+    codec = BodyCodec(descs)
+    body = codec.pack(sent, align, le, char_set=CS_ISO8859_1)
+    assert "lábel".encode("latin-1") in body and "név".encode("latin-1") in body
+    assert not any(text.encode() in body for text in ("lábel", "név", "é", "àny"))
+    first, second, node, anything = codec.unpack(body, align, le, char_set=CS_ISO8859_1)
+    assert (first.caption, first.at.name, second.caption, anything.value().caption) == ("lábel", "név", "é", "àny")
+    assert first.at is second.at and type(first.at) is Values.Point3
+    assert first.chain is node and node.next.next is node and (node.id, node.next.id) == (7, 8)
+
+
 def test_chunks_of_any_shape_are_read_in_iso_8859_1() -> None:
     # A Point whose string is split across chunks, then an indirection to it; a Node whose null
     # next sits between its chunks; a truncatable value of an unknown type cut to its base.

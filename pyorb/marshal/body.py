@@ -183,7 +183,7 @@ class BodyCodec:
         pad = align % 8
         try:
             if self._prepare:
-                if self._value_refs or (self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values))):
+                if self._writes_values(values):
                     return write_values(self._descs, values, pad, little_endian, _leaf)
                 values = self._prepared(values)
             if self.count == 1 and not pad:  # one value needs no wrapping struct
@@ -200,6 +200,11 @@ class BodyCodec:
             raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
         return body if self._padding_free(pad) else self._scrub(body, pad, little_endian)
 
+    def _writes_values(self, values: tuple[Any, ...]) -> bool:
+        """Whether pyorb's value writer writes this body: a value inside a value's state, or
+        value types whose state can hold a reference (omniORB's marshaler takes neither)."""
+        return self._value_refs or (self._nesting and any(nested_value(d, v) for d, v in zip(self._descs, values)))
+
     def _prepared(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """``values`` as omniORB's marshaler takes them: object references its own."""
         if self._objrefs:
@@ -207,6 +212,18 @@ class BodyCodec:
         return values
 
     def _pack_in(self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int) -> bytes:
+        if self._writes_values(values):
+            # The walk below cannot move a value inside a value (its chunk lengths and indirections
+            # would shift), so the value writer re-encodes each of its leaves as it writes it.
+            def leaf(desc: Descriptor, value: Any, at: int, le: bool) -> bytes:
+                return _leaf_codec(desc).pack((value,), at, le, char_set)
+
+            try:
+                return write_values(self._descs, values, align % 8, little_endian, leaf)
+            except CORBA.SystemException:
+                raise
+            except Exception as exc:  # a Python value of the wrong type
+                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
         body = self.pack(values, align, little_endian)
         try:
             recode = _recoder(char_set, outgoing=True)

@@ -75,7 +75,7 @@ def test_pyorb_client_to_omniorbpy_server_over_giop_1_0(omni_server: Any) -> Non
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
-@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1, GIOP_1_0], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
 def test_values_nested_in_values_to_omniorbpy(omni_server: Any, version: Version, little_endian: bool) -> None:
     # A chain, a cycle, a box, a derived value and nulls inside values' states: pyorb writes them
     # (omniORB's in-memory marshaler cannot), an omniORBpy server reads them off the wire.
@@ -85,7 +85,7 @@ def test_values_nested_in_values_to_omniorbpy(omni_server: Any, version: Version
         assert values_servant.nested_calls(nested) == values_servant.NESTED_EXPECTED
 
 
-@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1, GIOP_1_0], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
 def test_references_inside_values_with_omniorbpy(omni_server: Any, version: Version) -> None:
     # A pyorb proxy inside a value goes out as a reference the omniORBpy server calls; a value
     # holding the server's reference arrives holding a pyorb proxy.
@@ -186,7 +186,7 @@ def test_a_large_body_of_nested_values_in_giop_1_1_fragments_from_omniorbpy(omni
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
-@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1, GIOP_1_0], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
 def test_values_nested_in_values_pyorb_to_pyorb(version: Version, little_endian: bool) -> None:
     # A chain, a cycle (one object again), a box, a derived and a truncatable value, nulls, and
     # values in a struct and a sequence inside a value's state: written and read by pyorb both ways.
@@ -196,7 +196,7 @@ def test_values_nested_in_values_pyorb_to_pyorb(version: Version, little_endian:
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
-@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1, GIOP_1_0], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
 def test_values_nested_in_values_from_omniorbpy_server(omni_server: Any, version: Version,
                                                        little_endian: bool) -> None:
     # The omniORBpy server answers with the values nested as omniORB chunks them; pyorb reads them.
@@ -210,10 +210,11 @@ def test_values_nested_in_values_from_omniorbpy_server(omni_server: Any, version
     ("Echo", "omni_nested_echoes", values_servant.NESTED_ECHOES, "1.2"),
     ("Nested", "omni_nested_calls", values_servant.NESTED_EXPECTED, "1.2"),
     ("Nested", "omni_nested_calls", values_servant.NESTED_EXPECTED, "1.0"),
-], ids=["echoed", "plain results", "plain results over GIOP 1.0"])
+    ("Echo", "omni_nested_echoes", values_servant.NESTED_ECHOES, "1.0"),
+], ids=["echoed", "plain results", "plain results over GIOP 1.0", "echoed over GIOP 1.0"])
 def test_values_nested_in_values_from_omniorbpy_client(omni_call: Any, servant: str, function: str,
                                                        expected: dict[str, Any], giop: str) -> None:
-    # Over GIOP 1.0 the strings inside the values arrive in ISO-8859-1.
+    # Over GIOP 1.0 the strings inside the values go both ways in ISO-8859-1.
     server = serve_values(servant)
     try:
         target = server.corbaloc.replace(":1.2@", f":{giop}@")
@@ -226,7 +227,7 @@ def test_values_nested_in_values_from_omniorbpy_client(omni_call: Any, servant: 
 
 
 @pytest.mark.parametrize("little_endian", [True, False], ids=["le", "be"])
-@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", [GIOP_1_2, GIOP_1_1, GIOP_1_0], ids=lambda v: f"GIOP {v[0]}.{v[1]}")
 def test_a_user_exception_of_values_nested_in_values_pyorb_to_pyorb(version: Version, little_endian: bool) -> None:
     # The servant raises Lost holding a chain that ends in a cycle: the pyorb server writes it,
     # the pyorb client reads it and raises it, the cycle one object again.
