@@ -56,6 +56,14 @@ def test_a_standing_queue_is_shed_until_a_call_waits_less_than_the_target() -> N
     assert codel.observe(0.2, 0.421)
 
 
+def test_asking_whether_a_call_would_be_shed_decides_nothing() -> None:
+    codel, twin = CoDel(target=0.05, interval=0.1), CoDel(target=0.05, interval=0.1)
+    for sojourn, now in ((0.2, 0.0), (0.2, 0.05), (0.2, 0.1), (0.2, 0.2), (0.01, 0.21), (0.2, 0.25), (0.3, 0.3)):
+        asked = codel.would_shed(sojourn, now)
+        assert codel.would_shed(sojourn, now) is asked  # asking twice changes nothing
+        assert codel.observe(sojourn, now) is asked is twin.observe(sojourn, now)
+
+
 @pytest.mark.asyncio
 async def test_the_loops_lag_is_measured_again_as_soon_as_a_stall_is_over() -> None:
     """Once the loop has read what queued up during a stall, its lag is what a

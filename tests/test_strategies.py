@@ -574,6 +574,37 @@ async def test_thread_per_request_makes_no_thread_for_a_call_it_sheds_as_a_threa
     assert len(request_threads) <= len(ok) + 1, (len(request_threads), len(ok), len(shed))
 
 
+class CountingLock:
+    """A lock that counts how often it was taken."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def __enter__(self) -> CountingLock:
+        self._lock.acquire()
+        self.taken += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+@pytest.mark.asyncio
+async def test_threaded_sheds_a_call_without_waiting_for_the_lock_the_servants_hold(serve: Any, clients: Any) -> None:
+    # Each refusal used to wait for the ORB-wide lock (so for the servant call holding it) only
+    # to be refused once it had it: a backlog drained at one servant call per refusal.
+    strategy = strategies.ThreadedStrategy()
+    lock = strategy._lock = CountingLock()  # type: ignore[assignment]
+    served = serve(strategy, queue_target=0.01, queue_interval=0.05)
+    ref = served.activate(SyncSink(Tracker(delay=0.02)), "sink")
+    (client,) = clients(1)
+    proxy = sink(client, ref)
+    ok, shed = await _outcomes([asyncio.ensure_future(proxy.work(i, timeout=20)) for i in range(40)])
+    assert len(ok) + len(shed) == 40 and len(shed) >= 20, (len(ok), len(shed))
+    assert lock.taken <= len(ok) + 2, (lock.taken, len(ok), len(shed))
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("spec", ["thread_pool(1)", "reactive"])
 async def test_admission_is_chosen_per_operation(serve: Any, clients: Any, spec: str) -> None:

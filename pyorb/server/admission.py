@@ -116,6 +116,12 @@ class CoDel:
             self.dropping = True
         return self.dropping
 
+    def would_shed(self, sojourn: float, now: float) -> bool:
+        """What :meth:`observe` would answer for ``sojourn`` at ``now``, deciding nothing."""
+        if sojourn < self.target:
+            return False
+        return self.dropping or (self._first_above is not None and now >= self._first_above)
+
 
 class Admission:
     """Admission control for one operation under one strategy (thread-safe).
@@ -175,6 +181,20 @@ class Admission:
         if shed:
             self._shed(call, waited, "limit" if limit is not None and waited >= limit else "queue's age")
         return not shed
+
+    def overdue(self, call: Call) -> bool:
+        """Whether :meth:`start` would not let ``call`` run if a thread took it
+        now (it would be shed, or was answered already), deciding nothing: a
+        thread that must wait for a lock before it runs a call refuses such a
+        call first, without waiting."""
+        now = perf_counter()
+        with self._lock:
+            if call not in self._queued or call.done:
+                return True
+            waited = now - call.queued_at
+            limit = self.policy.limit
+            codel = self._codel
+            return (limit is not None and waited >= limit) or (codel is not None and codel.would_shed(waited, now))
 
     def admit(self, call: Call) -> bool:
         """``call`` runs at once on the event loop (event-loop thread): it is

@@ -425,8 +425,15 @@ class ThreadPerConnectionStrategy(_ThreadStrategy):
             if lock is None:
                 run_admitted(call)
             else:
-                with lock:
-                    run_admitted(call)
+                admission = call.stats.admission
+                if admission is None or not admission.overdue(call):
+                    with lock:  # judged again once it holds the lock: the wait for it counts
+                        run_admitted(call)
+                elif admission.start(call):  # judged otherwise by the time it was decided
+                    with lock:
+                        run_blocking(call)
+                # else shed without waiting for the lock the servants hold: a backlog
+                # drains at the cost of its refusals, not one servant call per refusal
             call = None  # an idle thread keeps no finished request alive
 
     def connection_closed(self, connection: Hashable) -> None:
