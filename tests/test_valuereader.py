@@ -169,6 +169,25 @@ def test_nesting_is_bounded() -> None:
         BodyCodec((Hardening._d_Link,)).unpack(body, 0, True, bounds=Bounds(max_nesting_depth=depth - 1))
 
 
+def test_unchunked_nesting_is_bounded_too() -> None:
+    # Values without chunks (as omniORB writes a value in a GIOP 1.0 body) nest as deep as chunked ones:
+    # the reader counts every value open, not only the chunked ones.
+    from pyorb.marshal.valuereader import read_values
+
+    def leaf(desc: Any, octets: bytes, align: int) -> Any:
+        return BodyCodec((desc,)).unpack(octets, align, True)[0]
+
+    depth = 12
+    body = b"".join(v32(0x7FFFFF00) + v32(k) for k in range(depth)) + v32(0)
+    (got,) = read_values((Hardening._d_Link,), body, 0, True, Bounds(max_nesting_depth=depth), leaf)
+    assert got.next.next.id == 2
+    with pytest.raises(ValueError, match="values nested more than 11 deep"):
+        read_values((Hardening._d_Link,), body, 0, True, Bounds(max_nesting_depth=depth - 1), leaf)
+    deep = b"".join(v32(0x7FFFFF00) + v32(k) for k in range(100_000)) + v32(0)
+    with pytest.raises(ValueError, match="values nested more than 11 deep"):
+        read_values((Hardening._d_Link,), deep, 0, True, Bounds(max_nesting_depth=depth - 1), leaf)
+
+
 # -- values nested in values inside anys --------------------------------------------------------
 
 ANY = 11

@@ -108,7 +108,7 @@ class _In:
     """One body being read: where the reader is, the chunk open now, what an indirection may name."""
 
     __slots__ = ("buf", "scratch", "base", "le", "fmt", "bounds", "leaf", "p", "end", "level", "closed", "values",
-                 "ids", "anys", "segments", "starts")
+                 "ids", "anys", "depth", "segments", "starts")
 
     def __init__(self, buf: bytes, base: int, le: bool, bounds: Bounds, leaf: Leaf,
                  segments: list[tuple[int, int, int]] | None = None) -> None:
@@ -122,6 +122,7 @@ class _In:
         self.end = len(buf)  # the end of the open chunk (the data's end outside chunked values)
         self.level = 0  # chunked values open around the reader
         self.anys = 0  # anys open around the reader
+        self.depth = 0  # values open around the reader, chunked or not
         self.closed = _NONE_CLOSED  # the lowest level the last end tag closed, while its containers finish
         self.values: dict[int, Any] = {}  # where a value's tag is -> the object read there
         self.ids: dict[int, Any] = {}  # where a repository id (str) or id list (tuple) is -> it
@@ -200,7 +201,7 @@ class _In:
 
     def any_value(self) -> Any:
         """An any: its TypeCode read by omniORB (bounded by the layout walk), its content here."""
-        if self.anys + self.level >= self.bounds.max_nesting_depth:
+        if self.anys + self.depth >= self.bounds.max_nesting_depth:
             raise CDRLayoutError(f"anys and values nested more than {self.bounds.max_nesting_depth} deep "
                                  f"(offset {self.p})")
         tc = self.leaf_value(TV_TYPECODE)
@@ -295,8 +296,18 @@ class _In:
         if head & _TYPE_INFO:
             ids = self.repo_ids() if head & _TYPE_INFO == _ID_LIST else (self.repo_id(),)
             actual, truncated = self.actual(desc, ids, bool(head & _CHUNKED), at)
-        if self.level >= self.bounds.max_nesting_depth:
+        if self.depth + self.anys >= self.bounds.max_nesting_depth:
             raise CDRLayoutError(f"values nested more than {self.bounds.max_nesting_depth} deep (offset {at})")
+        self.depth += 1
+        try:
+            obj = self.value_state(head, actual, truncated, at)
+        finally:
+            self.depth -= 1
+        self.values[at] = obj
+        return obj
+
+    def value_state(self, head: int, actual: tuple[Any, ...], truncated: bool, at: int) -> Any:
+        """The object of the value whose tag ``head`` is at ``at``, its type ``actual``, its state read."""
         if actual[0] == TV_VALUE_BOX:
             self.values[at] = _IN_PROGRESS
             obj = self.state(head, [actual[4]], truncated, at)[0]
@@ -312,7 +323,6 @@ class _In:
             members = value_members(actual)
             for (name, _), got in zip(members, self.state(head, [t for _, t in members], truncated, at)):
                 setattr(obj, name, got)
-        self.values[at] = obj
         return obj
 
     def state(self, head: int, types: list[Descriptor], truncated: bool, at: int) -> list[Any]:
