@@ -303,6 +303,37 @@ def test_hostile_values_are_marshal_on_every_route(attack: str, in_any: bool, ve
     assert refusal(in_any, version, fragmented, CHAR_SETS[char_set]) == refusal(False, GIOP_1_2, False, CS_UTF8)
 
 
+@pytest.mark.parametrize("fragmented", [False, True], ids=["whole", "fragments"])
+@pytest.mark.parametrize("attack", sorted(hostile.VALUE_ATTACKS))
+def test_hostile_values_are_marshal_where_wide_text_in_values_takes_the_value_reader(attack: str,
+                                                                                     fragmented: bool) -> None:
+    # A body whose values declare wide text is read by pyorb's value reader when a GIOP 1.1 peer
+    # sends the standard form of it: the same hostile Link, then a null Title, is refused there too.
+    def link_then_title(little_endian: bool = True, base: int = 0) -> bytes:
+        link = hostile.value_attack(attack)(little_endian, base)
+        return link + bytes(-(base + len(link)) % 4) + bytes(4)
+
+    conn, req = _received(hostile.request(link_then_title, GIOP_1_1, True, fragmented, None,
+                                          "give_titled_link"), Role.SERVER)
+    assert isinstance(req, Request) and bool(req.fragment_starts) == fragmented
+    args = OPS["give_titled_link"].args
+    assert args.has_wide
+    # (The reader words its refusals its own way: the deep ones must be refused for their depth.)
+    why = "values nested more than 16 deep" if attack.endswith("100000 deep") else "unacceptable body"
+    with pytest.raises(CORBA.MARSHAL, match=why):
+        args.unpack(req.body, req.body_offset, req.little_endian, req.fragment_starts, TIGHT, conn.char_set, True)
+
+
+def test_a_titled_link_reads_in_the_giop_1_1_form_of_wide_text() -> None:
+    # The route above with a well-formed body: a Link of two and its Title, as a GIOP 1.1 peer sends them.
+    args = OPS["give_titled_link"].args
+    sent = (Hardening.Link(1, Hardening.Link(2, None)), "títle")
+    body = args.pack(sent, 4, True, wide11=True)
+    assert "títle".encode("utf-16-le") + bytes(2) in body
+    link, title = args.unpack(body, 4, True, (), TIGHT, CS_UTF8, True)
+    assert (link.id, link.next.id, link.next.next, title) == (1, 2, None, "títle")
+
+
 @pytest.mark.parametrize("length,refusal", [
     (12, "a chunk runs 4 octets past its value's state"), (16, "a chunk of 16 octets at offset 16 runs past the end"),
     (0x100000, "a chunk of 1048576 octets at offset 16 runs past the end of the data"),

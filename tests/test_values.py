@@ -289,3 +289,51 @@ def test_values_across_giop_1_1_fragments_at_every_cut() -> None:
             assert (node.id, node.next) == (8, None), cut
             decoded += 1
         assert decoded >= len(body) // 8 - 2  # two doubles in the body
+
+
+def _units(text: str, le: bool) -> bytes:
+    """A GIOP 1.1 wstring: a ulong count of UTF-16 code units, the null included, then the units."""
+    units = text.encode("utf-16-le" if le else "utf-16-be") + bytes(2)
+    return struct.pack("<I" if le else ">I", len(units) // 2) + units
+
+
+@pytest.mark.parametrize("le,align", PLACES)
+def test_a_boxed_wstring_goes_in_the_giop_1_1_form_to_a_peer_that_reads_it(le: bool, align: int) -> None:
+    codec = BodyCodec((Values._d_WLabel,))
+    body = codec.pack(("wé€ 中",), align, le, wide11=True)
+    tag = struct.pack("<I" if le else ">I", 0x7FFFFF00)
+    assert body == bytes(-align % 4) + tag + _units("wé€ 中", le)
+    assert codec.unpack(body, align, le, wide11=True) == ("wé€ 中",)
+    # The GIOP 1.2 form (what omniORB sends in GIOP 1.1 too) is another body.
+    assert codec.pack(("wé€ 中",), align, le) != body
+
+
+@pytest.mark.parametrize("le,align", PLACES)
+def test_wide_text_in_a_values_state_and_in_an_any_beside_it_goes_in_the_giop_1_1_form(le: bool, align: int) -> None:
+    note = Values.Note("tëxt", "€", "títle")
+    descs = (Values._d_Note, Values._d_Note, ANY)
+    codec = BodyCodec(descs)
+    body = codec.pack((note, note, CORBA.Any(CORBA._tc_wstring, "ány")), align, le, wide11=True)
+    for text in ("tëxt", "títle", "ány"):
+        assert _units(text, le) in body, text
+    assert "€".encode("utf-16-le" if le else "utf-16-be") in body
+    first, again, anything = codec.unpack(body, align, le, wide11=True)
+    assert first is again and (first.text, first.mark, first.title, anything.value()) == ("tëxt", "€", "títle", "ány")
+    with pytest.raises(CORBA.MARSHAL):  # not a body of the GIOP 1.2 form
+        codec.unpack(body, align, le)
+
+
+def test_wide_text_in_values_in_giop_1_1_fragments_at_every_cut() -> None:
+    notes = [Values.Note(f"nöte {k}", "ŵ", None if k % 2 else f"títle {k}") for k in range(3)]
+    codec = BodyCodec((Values._d_Note, Values._d_Note, Values._d_Note))
+    for le in (True, False):
+        body = codec.pack(tuple(notes), 0, le, wide11=True)
+        for cut in range(4, len(body), 8):
+            got = codec.unpack(body, 0, le, fragment_starts=(cut,), wide11=True)
+            assert [(n.text, n.mark, n.title) for n in got] == [(n.text, n.mark, n.title) for n in notes], cut
+
+
+def test_a_giop_1_1_wstring_in_a_value_without_its_null_is_refused() -> None:
+    tag, state = struct.pack("<I", 0x7FFFFF00), struct.pack("<I2H", 2, ord("a"), ord("b"))
+    with pytest.raises(CORBA.MARSHAL, match="null"):
+        BodyCodec((Values._d_WLabel,)).unpack(tag + state, 0, True, wide11=True)

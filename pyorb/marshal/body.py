@@ -100,7 +100,8 @@ class BodyCodec:
     """
 
     __slots__ = ("count", "_descs", "_read_descs", "_wide", "_structs", "_classes", "_objrefs", "_no_padding", "_simple",
-                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare", "_value_refs", "_valued")
+                 "_bounded", "_strings", "_giop11", "_one", "_nesting", "_prepare", "_value_refs", "_valued",
+                 "_value_wide")
 
     def __init__(self, descs: tuple[Descriptor, ...]) -> None:
         self.count = len(descs)
@@ -130,6 +131,9 @@ class BodyCodec:
         # Wide text in the GIOP 1.1 form: the same values through stand-in types (see pyorb.wide).
         descs11 = tuple(wide.giop11_descriptor(d) for d in descs)
         self._giop11 = BodyCodec(descs11) if descs11 != descs else None
+        # Wide text in a value's state: the stand-in types cannot reach it (omniORB marshals a value's
+        # state by its own descriptor), so those bodies take pyorb's value writer and reader in GIOP 1.1.
+        self._value_wide = wide.in_values(descs)
         # One value omniORB reads straight from an aligned body, with nothing
         # to check, convert or restore first (a ping's stamp, a reply's long):
         # unpack's plan for its common case, fixed here once.
@@ -155,6 +159,8 @@ class BodyCodec:
         in the connection's ``char_set`` (DATA_CONVERSION if one holds a
         character that code set lacks), wide text in the GIOP 1.1 form if
         ``wide11`` (else the GIOP 1.2 form)."""
+        if wide11 and self._value_wide:
+            return self._write_values(values, align, little_endian, char_set, True)
         if wide11 and self._giop11 is not None:
             if len(values) != self.count:
                 raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
@@ -215,15 +221,7 @@ class BodyCodec:
         if self._writes_values(values):
             # The walk below cannot move a value inside a value (its chunk lengths and indirections
             # would shift), so the value writer re-encodes each of its leaves as it writes it.
-            def leaf(desc: Descriptor, value: Any, at: int, le: bool) -> bytes:
-                return _leaf_codec(desc).pack((value,), at, le, char_set)
-
-            try:
-                return write_values(self._descs, values, align % 8, little_endian, leaf)
-            except CORBA.SystemException:
-                raise
-            except Exception as exc:  # a Python value of the wrong type
-                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
+            return self._write_values(values, align, little_endian, char_set, False)
         body = self.pack(values, align, little_endian)
         try:
             recode = _recoder(char_set, outgoing=True)
@@ -231,10 +229,27 @@ class BodyCodec:
         except ValueError as exc:
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {exc}: pyorb does not marshal it") from None
 
+    def _write_values(self, values: tuple[Any, ...], align: int, little_endian: bool, char_set: int,
+                      wide11: bool) -> bytes:
+        """The body by pyorb's value writer, each leaf marshaled by omniORB in ``char_set``, wide
+        text in the GIOP 1.1 form if ``wide11``."""
+        if len(values) != self.count:
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO)
+
+        def leaf(desc: Descriptor, value: Any, at: int, le: bool) -> bytes:
+            return _leaf_codec(desc).pack((value,), at, le, char_set, wide11)
+
+        try:
+            return write_values(self._descs, values, align % 8, little_endian, leaf, open_anys=wide11)
+        except CORBA.SystemException:
+            raise
+        except Exception as exc:  # a Python value of the wrong type
+            raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
+
     @property
     def has_wide(self) -> bool:
         """Whether the GIOP 1.1 form of these values differs from the GIOP 1.2 form (wchar, wstring)."""
-        return self._giop11 is not None
+        return self._giop11 is not None or self._value_wide
 
     @property
     def has_objrefs(self) -> bool:
@@ -288,6 +303,8 @@ class BodyCodec:
                 raise _undecodable(exc) from exc
         if not self.count:
             return ()
+        if wide11 and self._value_wide:
+            return self._read_values(body, align % 8, little_endian, fragment_starts, bounds, char_set, True)
         if wide11 and self._giop11 is not None:
             units = self._giop11.unpack(body, align, little_endian, fragment_starts, bounds, char_set)
             return tuple(wide.from_giop11(d, v) for d, v in zip(self._descs, units))
@@ -296,7 +313,10 @@ class BodyCodec:
             try:
                 body = self._received(body, pad, little_endian, fragment_starts, bounds, char_set)
             except layout.NestedValueError as exc:
-                return self._read_nested(body, pad, little_endian, fragment_starts, bounds, char_set, exc)
+                try:
+                    return self._read_values(body, pad, little_endian, fragment_starts, bounds, char_set, False)
+                except layout.NestedValueError:  # in an any, which the reader leaves to omniORB: the walk's refusal
+                    raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
         try:
             if self.count == 1 and not pad:
                 values: tuple[Any, ...] = (cdr_unmarshal(self._read_descs[0], body, little_endian),)
@@ -336,20 +356,25 @@ class BodyCodec:
         except ValueError as exc:
             raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
 
-    def _read_nested(
+    def _read_values(
         self, body: bytes, pad: int, little_endian: bool, fragment_starts: tuple[int, ...], bounds: layout.Bounds,
-        char_set: int, found: layout.NestedValueError,
+        char_set: int, wide11: bool,
     ) -> tuple[Any, ...]:
-        """A body holding a chunked value inside a chunked value (``found`` says where), read by
-        pyorb's value reader (omniORB's unmarshaler aborts on one); its leaves still by omniORB."""
+        """The body read by pyorb's value reader: one holding a chunked value inside a chunked value
+        (omniORB's unmarshaler aborts on one), or wide text in a value's state in the GIOP 1.1 form
+        (``wide11``); its leaves still by omniORB.  Raises NestedValueError for a value inside a
+        value inside an any (which the reader leaves to omniORB)."""
 
         def leaf(desc: Descriptor, octets: bytes, align: int) -> Any:
-            return _leaf_codec(desc).unpack(octets, align, little_endian, (), bounds, char_set)[0]
+            return _leaf_codec(desc).unpack(octets, align, little_endian, (), bounds, char_set, wide11)[0]
 
         try:
-            return read_values(self._descs, body, pad, little_endian, bounds, leaf, fragment_starts)
-        except layout.NestedValueError:  # in an any, which the reader leaves to omniORB: the walk's refusal
-            raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {found}") from None
+            return read_values(self._descs, body, pad, little_endian, bounds, leaf, fragment_starts,
+                               giop_minor=1 if wide11 else 2)
+        except layout.NestedValueError as exc:
+            if wide11:
+                raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
+            raise
         except ValueError as exc:
             raise CORBA.MARSHAL(getattr(exc, "minor", 0), CORBA.COMPLETED_NO, f"unacceptable body: {exc}") from None
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from omniORB import CORBA
 
 from pyorb.marshal.orb import Descriptor, ensure_orb
-from pyorb.marshal.values import TV_INDIRECT, TV_VALUE, TV_VALUE_BOX, _children, map_leaves, resolve
+from pyorb.marshal.values import TV_INDIRECT, TV_VALUE, TV_VALUE_BOX, in_value_state, map_leaves, resolve
 
 TV_OBJREF, TV_STRUCT, TV_UNION, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 14, 15, 16, 19, 20, 21, 22
 
@@ -69,20 +69,7 @@ def _scan_objref(desc: tuple[Any, ...]) -> bool:
 def value_holds_objref(desc: Descriptor) -> bool:
     """True if ``desc`` is (or holds) a value type whose state can hold an object reference
     (by the declared types, recursive ones included)."""
-    seen: set[int] = set()
-    todo = [(desc, False)]
-    while todo:
-        desc, inside = todo.pop()
-        desc = resolve(desc)
-        kind = desc[0] if isinstance(desc, tuple) else desc
-        if kind == TV_OBJREF and inside:
-            return True
-        if id(desc) * 2 + inside in seen:
-            continue
-        seen.add(id(desc) * 2 + inside)
-        inner = inside or kind in (TV_VALUE, TV_VALUE_BOX)
-        todo.extend((child, inner) for child in _children(desc))
-    return False
+    return in_value_state((desc,), _is_objref)
 
 
 def _is_objref(desc: Descriptor) -> bool:

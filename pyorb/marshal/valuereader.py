@@ -82,17 +82,19 @@ class _Skipped:
 
 
 def read_values(descs: tuple[Descriptor, ...], body: bytes, align: int, little_endian: bool, bounds: Bounds,
-                leaf: Leaf, fragment_starts: tuple[int, ...] = ()) -> tuple[Any, ...]:
+                leaf: Leaf, fragment_starts: tuple[int, ...] = (), *, giop_minor: int = 2) -> tuple[Any, ...]:
     """The values of ``descs`` in ``body`` (which starts at stream position ``align`` mod 8).
 
     ``fragment_starts`` (GIOP 1.1 only) are the offsets in ``body`` where
     Fragment payloads begin, each aligned relative to its own Fragment.
+    ``giop_minor`` is the form of wide text the leaves are in (1: GIOP 1.1's
+    two-octet units; ``leaf`` must read them in that form too).
 
     Raises CDRLayoutError for a body that does not decode as its types say
     or passes one of ``bounds``.
     """
     segments = fragment_segments(len(body), align % 8, fragment_starts) if fragment_starts else None
-    reader = _In(body, align % 8, little_endian, bounds, leaf, segments)
+    reader = _In(body, align % 8, little_endian, bounds, leaf, segments, giop_minor)
     try:
         values = tuple(reader.any_type(desc) for desc in descs)
     except RecursionError:
@@ -108,11 +110,11 @@ class _In:
     """One body being read: where the reader is, the chunk open now, what an indirection may name."""
 
     __slots__ = ("buf", "scratch", "base", "le", "fmt", "bounds", "leaf", "p", "end", "level", "closed", "values",
-                 "ids", "anys", "depth", "segments", "starts")
+                 "ids", "anys", "depth", "segments", "starts", "minor")
 
     def __init__(self, buf: bytes, base: int, le: bool, bounds: Bounds, leaf: Leaf,
-                 segments: list[tuple[int, int, int]] | None = None) -> None:
-        self.buf, self.base, self.le, self.bounds, self.leaf = buf, base, le, bounds, leaf
+                 segments: list[tuple[int, int, int]] | None = None, minor: int = 2) -> None:
+        self.buf, self.base, self.le, self.bounds, self.leaf, self.minor = buf, base, le, bounds, leaf, minor
         # A GIOP 1.1 fragment train's (start, end, phase shift) of each payload, or None for one stream.
         self.segments = segments
         self.starts = [a for a, _, _ in segments] if segments else []
@@ -246,10 +248,10 @@ class _In:
         """The member of type ``desc`` at ``i``, within the open chunk: its octets as one
         stream, their phase, and where it ends (found by the layout walk, which checks it)."""
         if self.segments is not None:
-            return realign_one(desc, self.buf, self.le, i, self.end, self.segments, self.bounds)
-        frame = _Frame(self.scratch, self.end, self.base, self.le, 2, {}, 0, len(self.buf), self.bounds)
+            return realign_one(desc, self.buf, self.le, i, self.end, self.segments, self.bounds, giop_minor=self.minor)
+        frame = _Frame(self.scratch, self.end, self.base, self.le, self.minor, {}, 0, len(self.buf), self.bounds)
         frame.chunked = 1  # (a value inside an any here would be a value inside a value)
-        j = _compile(desc, 2).zero(frame, i)
+        j = _compile(desc, self.minor).zero(frame, i)
         return self.buf[i:j], (i + self.base) & 7, j
 
     def split(self, desc: tuple[Any, ...], kind: int) -> Any:

@@ -101,7 +101,7 @@ def map_leaves(
     return value
 
 
-def _children(desc: Descriptor) -> list[Descriptor]:
+def children(desc: Descriptor) -> list[Descriptor]:
     """The types directly inside a type (members, elements, arms, a box's content)."""
     kind = desc[0] if isinstance(desc, tuple) else desc
     if kind in (TV_SEQUENCE, TV_ARRAY):
@@ -115,6 +115,26 @@ def _children(desc: Descriptor) -> list[Descriptor]:
     if kind == TV_VALUE:
         return [t for _, t in value_members(desc)]
     return []
+
+
+def in_value_state(descs: tuple[Descriptor, ...], found: Callable[[Descriptor], bool]) -> bool:
+    """Whether a type for which ``found`` is true can sit in the state of a value type inside
+    ``descs`` (a box's content included; by the declared types, recursive ones included)."""
+    seen: set[int] = set()
+    todo = [(d, False) for d in descs]
+    while todo:
+        desc, inside = todo.pop()
+        desc = resolve(desc)
+        if inside and found(desc):
+            return True
+        key = id(desc) * 2 + inside
+        if key in seen:
+            continue
+        seen.add(key)
+        kind = desc[0] if isinstance(desc, tuple) else desc
+        inner = inside or kind in (TV_VALUE, TV_VALUE_BOX)
+        todo.extend((child, inner) for child in children(desc))
+    return False
 
 
 def values_can_nest(descs: tuple[Descriptor, ...], inside: bool = False) -> bool:
@@ -134,7 +154,7 @@ def values_can_nest(descs: tuple[Descriptor, ...], inside: bool = False) -> bool
             continue
         seen.add(key)
         inner = inside or kind in (TV_VALUE, TV_VALUE_BOX)
-        todo.extend((child, inner) for child in _children(desc))
+        todo.extend((child, inner) for child in children(desc))
     return False
 
 

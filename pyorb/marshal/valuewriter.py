@@ -45,9 +45,13 @@ Leaf = Callable[[Descriptor, Any, int, bool], bytes]
 
 
 def write_values(descs: tuple[Descriptor, ...], values: tuple[Any, ...], align: int, little_endian: bool,
-                 leaf: Leaf) -> bytes:
-    """The body of ``values`` (of ``descs``) starting at stream position ``align`` (mod 8)."""
-    out = _Out(align % 8, little_endian, leaf)
+                 leaf: Leaf, *, open_anys: bool = False) -> bytes:
+    """The body of ``values`` (of ``descs``) starting at stream position ``align`` (mod 8).
+
+    An any's content goes to ``leaf`` with its TypeCode unless it holds a value inside a value,
+    or ``open_anys``: then the content is written here, its leaves by ``leaf`` (as pyorb's value
+    reader reads every any, so a ``leaf`` of another wide-text form reaches into anys too)."""
+    out = _Out(align % 8, little_endian, leaf, open_anys)
     try:
         for desc, value in zip(descs, values):
             out.any_type(desc, value)
@@ -60,10 +64,11 @@ def write_values(descs: tuple[Descriptor, ...], values: tuple[Any, ...], align: 
 class _Out:
     """One body being written: its bytes, what an indirection may name, the chunk open now."""
 
-    __slots__ = ("buf", "base", "le", "fmt", "leaf", "seen", "keep", "ids", "level", "chunk", "ended")
+    __slots__ = ("buf", "base", "le", "fmt", "leaf", "seen", "keep", "ids", "level", "chunk", "ended", "open_anys")
 
-    def __init__(self, base: int, le: bool, leaf: Leaf) -> None:
+    def __init__(self, base: int, le: bool, leaf: Leaf, open_anys: bool = False) -> None:
         self.buf = bytearray()
+        self.open_anys = open_anys
         self.base, self.le, self.leaf = base, le, leaf
         self.fmt = "<I" if le else ">I"
         self.seen: dict[int, int] = {}  # id of a value (or box content) written -> where its tag is
@@ -109,7 +114,8 @@ class _Out:
             what = "an abstract interface" if kind == TV_ABSTRACT else "an event type"
             raise CORBA.MARSHAL(0, CORBA.COMPLETED_NO, f"cannot send {what} in a body that holds a value inside "
                                 "another value's state: pyorb does not write one")
-        elif not values_can_nest((desc,), True) or (kind == TV_ANY and not nested_value(desc, value, self.level > 0)):
+        elif not values_can_nest((desc,), True) or (
+                kind == TV_ANY and not self.open_anys and not nested_value(desc, value, self.level > 0)):
             self.data()
             self.buf += self.leaf(desc, value, (self.base + len(self.buf)) & 7, self.le)
         elif kind in (TV_STRUCT, TV_EXCEPT):

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from omniORB import CORBA
 
-from pyorb.marshal.values import map_leaves
+from pyorb.marshal.values import in_value_state, map_leaves
 
 TV_USHORT, TV_UNION, TV_STRUCT, TV_SEQUENCE, TV_ARRAY, TV_ALIAS, TV_EXCEPT = 4, 16, 15, 19, 20, 21, 22
 TV_OCTET, TV_WCHAR, TV_WSTRING = 10, 26, 27
@@ -112,6 +112,13 @@ _cache11: dict[int, tuple[Any, Any]] = {}
 def has_wide(desc: Any) -> bool:
     """Whether values of ``desc`` hold wide text where the GIOP 1.1 form differs."""
     return giop11_descriptor(desc) is not desc
+
+
+def in_values(descs: tuple[Any, ...]) -> bool:
+    """Whether the state of a value type inside ``descs`` (a box's content included) declares
+    wide text, which :func:`giop11_descriptor` leaves in the GIOP 1.2 form: such bodies are
+    written and read by pyorb's value writer and reader in the GIOP 1.1 form."""
+    return in_value_state(descs, lambda d: _is_wchar(d) or (isinstance(d, tuple) and d[0] == TV_WSTRING))
 
 
 def giop11_descriptor(desc: Any) -> Any:

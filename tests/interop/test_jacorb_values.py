@@ -34,7 +34,7 @@ from tests.peers import values_servant  # noqa: E402
 pytestmark = [pytest.mark.interop, pytest.mark.integration]  # JacORB processes over loopback
 
 CLIENT_CASES = {"point", "derived", "truncatable", "truncated", "null", "shared", "many", "twice", "secret", "chain",
-                "cycle", "holder", "label", "null_label", "longs", "pair", "any", "any_points"}
+                "cycle", "holder", "label", "null_label", "wlabel", "longs", "pair", "any", "any_points"}
 ClientRun = tuple[dict[str, tuple[bool, str]], dict[str, list[Any]]]
 """JacValuesClient's report (case -> (ok, detail)) and what the pyorb servant was given."""
 
@@ -90,6 +90,7 @@ def test_one_object_twice_arrives_as_one_object(echo: Any) -> None:
 
 def test_boxed_values(echo: Any) -> None:
     assert echo.echo_label("lábel") == "lábel"
+    assert echo.echo_wlabel("wé € 中") == "wé € 中"  # GIOP 1.1 has its own form of wide text
     assert echo.echo_longs([1, 2, 3]) == [1, 2, 3]
     pair = echo.echo_pair(Values.Pair(4, 5.5))
     assert (pair.a, pair.b) == (4, 5.5)

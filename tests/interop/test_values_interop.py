@@ -37,7 +37,7 @@ def test_pyorb_client_to_omniorbpy_server(omni_server: Any, version: Version) ->
     server = omni_server(str(IDL), "tests.peers.values_servant:Echo")
     with pyorb.BlockingClient(pyorb.Config(giop_version=version)) as client:
         echo = client.resolve(server.ior, Values.Echo)
-        wide = version == GIOP_1_2
+        wide = version == GIOP_1_2  # omniORB refuses wide text over GIOP 1.1 (BAD_PARAM_WCharTCSNotKnown)
         left_out = {"exception"} | (set() if wide else {"wlabel"})
         expected = {case: v for case, v in values_servant.EXPECTED.items() if case not in left_out}
         assert values_servant.calls(echo, exceptions=False, wide=wide) == expected

@@ -22,6 +22,9 @@ class Target(Hardening__POA.Target):  # type: ignore[misc]
     def give_point(self, p: Any) -> None:
         pass
 
+    def give_titled_link(self, link: Any, title: Any) -> int:
+        return self.give_link(link)
+
     def give_link(self, link: Any) -> int:
         return -1 if link is None else int(link.id)
 

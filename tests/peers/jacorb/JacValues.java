@@ -306,6 +306,24 @@ public final class JacValues {
         }
     }
 
+    /** valuetype WLabel wstring; (its GIOP 1.1 form is not its GIOP 1.2 form) */
+    static final class WLabelHelper implements BoxedValueHelper {
+        @Override
+        public Serializable read_value(InputStream in) {
+            return in.read_wstring();
+        }
+
+        @Override
+        public void write_value(OutputStream out, Serializable value) {
+            out.write_wstring((String) value);
+        }
+
+        @Override
+        public String get_id() {
+            return "IDL:Values/WLabel:1.0";
+        }
+    }
+
     static final class LongsBoxHelper implements BoxedValueHelper {
         @Override
         public Serializable read_value(InputStream in) {

@@ -107,6 +107,10 @@ public final class JacValuesClient {
             String label = (String) box("null_label", "echo_label", null, new JacValues.LabelHelper());
             check("null_label", label, label == null);
         });
+        run("wlabel", () -> {
+            String label = (String) box("wlabel", "echo_wlabel", "w\u00e9 \u20ac \u4e2d", new JacValues.WLabelHelper());
+            check("wlabel", label, "w\u00e9 \u20ac \u4e2d".equals(label));
+        });
         run("longs", () -> {
             JacValues.LongsBox longs = (JacValues.LongsBox) box("longs", "echo_longs",
                 new JacValues.LongsBox(new int[] {1, 2, 3}), new JacValues.LongsBoxHelper());

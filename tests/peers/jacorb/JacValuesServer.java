@@ -31,6 +31,7 @@ public final class JacValuesServer extends Servant implements InvokeHandler {
             case "echo_secret": return echo(handler, args.read_value(JacValues.SECRET), JacValues.SECRET);
             case "echo_chain": return echo(handler, args.read_value(JacValues.NODE), JacValues.NODE);
             case "echo_label": return box(handler, args, new JacValues.LabelHelper());
+            case "echo_wlabel": return box(handler, args, new JacValues.WLabelHelper());
             case "echo_longs": return box(handler, args, new JacValues.LongsBoxHelper());
             case "echo_pair": return box(handler, args, new JacValues.PairBoxHelper());
             case "echo_points": {
