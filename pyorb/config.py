@@ -72,7 +72,8 @@ class Config:
     queue_interval: float = 0.1
     """Seconds the queue's wait must stay above ``queue_target`` before the server sheds calls."""
     queue_limit: float | None = None
-    """Seconds a call may wait for a thread before it is answered TRANSIENT (completed NO), whatever the load; None: no bound."""
+    """Seconds a call may wait to start (in its socket while the event loop is behind, then for a thread) before it
+    is answered TRANSIENT (completed NO), whatever the load; None: no bound."""
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1024:

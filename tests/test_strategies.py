@@ -529,6 +529,27 @@ async def test_a_queued_call_is_refused_at_the_queue_limit(serve: Any, clients: 
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("spec", QUEUEING)
+async def test_the_queue_limit_counts_the_wait_in_the_socket_while_the_loop_was_behind(serve: Any, clients: Any,
+                                                                                       spec: str) -> None:
+    # Requests that waited in the socket while the server's event loop was stalled have waited that
+    # long when it reads them: a free thread does not make that wait start again.
+    tracker = Tracker()
+    served = serve(spec, queue_limit=0.3)
+    ref = served.activate(SyncSink(tracker), "sink")
+    (client,) = clients(1)
+    proxy = sink(client, ref)
+    assert await proxy.work(1) == 1  # the loop's lag is measured from here on
+    served.lt.loop.call_soon_threadsafe(time.sleep, 0.6)
+    await asyncio.sleep(0.05)
+    ok, shed = await _outcomes([asyncio.ensure_future(proxy.work(i, timeout=20)) for i in range(3)])
+    assert ok == [] and len(shed) == 3, ok
+    assert all("the limit is 0.3 s" in str(e) for e in shed), str(shed[0])
+    assert [t for t, _ in tracker.starts] == [1]  # a refused call never ran
+    assert await proxy.work(2) == 2  # and the server serves on
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("spec", [*QUEUEING, "reactive", "amh"])
 async def test_a_standing_queue_is_shed(serve: Any, clients: Any, spec: str) -> None:
     class LoopBlockingAMH(pyorb.amh_skeleton(Bench__POA.Sink)):  # type: ignore[misc]

@@ -150,8 +150,10 @@ class Admission:
     def arrive(self, call: Call) -> bool:
         """``call`` is about to be queued (event-loop thread).  False: it was
         shed (answered TRANSIENT) and must not be queued."""
-        lag = 0.0 if self._codel is None else self._loop_lag(call.channel.loop)
+        lag = self._loop_lag(call.channel.loop)
         now = perf_counter()
+        if lag:  # it waited in the socket that long before the loop read it: the limit bounds that too
+            call.queued_at = min(call.queued_at, now - lag)
         with self._lock:
             age = max(self._oldest_age(now), lag)
             shed = self._codel is not None and self._codel.observe(age, now)
@@ -298,7 +300,7 @@ class Admission:
     def _cause(self, waited: float, why: str) -> str:
         policy = self.policy
         if why == "limit":
-            return f"a call waited {waited:.3f} s for a thread, the limit is {policy.limit} s"
+            return f"a call waited {waited:.3f} s to start, the limit is {policy.limit} s"
         return f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least {policy.interval} s"
 
     def _log(self, cause: str) -> None:
