@@ -64,6 +64,59 @@ def test_asking_whether_a_call_would_be_shed_decides_nothing() -> None:
         assert codel.observe(sojourn, now) is asked is twin.observe(sojourn, now)
 
 
+class _Queued:
+    """What admission control reads and writes of a queued call."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
+        self.channel = type("Channel", (), {"loop": loop})()
+        self.queued_at = now
+        self.started_at = 0.0
+        self.done = False
+        self.refused: str | None = None
+
+    def exception(self, exc: BaseException, detail: str | None = None) -> None:
+        self.done, self.refused = True, detail
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_waited_little_does_not_end_shedding_while_older_calls_still_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads take calls round-robin between connections (or a thread per
+    connection), not in arrival order: a quiet connection's call starts soon
+    while a flooding one's queue stands.  That call starts, but the queue's
+    age still says shed: the next arrival is refused, and an old call is shed
+    when a thread takes it, not run late."""
+    from pyorb.server import admission as module
+    from pyorb.server.call.stats import Recorder
+
+    clock = [0.0]
+    monkeypatch.setattr(module, "perf_counter", lambda: clock[0])
+    loop = asyncio.get_running_loop()
+    control = module.Admission(AdmissionPolicy(target=0.05, interval=0.1), "op", "thread_pool(2)", Recorder())
+
+    def arrive(at: float) -> _Queued:
+        clock[0] = at
+        call = _Queued(loop, at)
+        assert control.arrive(call)  # type: ignore[arg-type]
+        return call
+
+    flood = [arrive(0.0), arrive(0.0)]  # one connection's calls, waiting behind busy threads
+    arrive(0.10)  # the queue's age passes the target: CoDel's interval starts
+    quiet = arrive(0.19)  # another connection's call, within the interval: queued
+    clock[0] = 0.21
+    assert not control.overdue(quiet)  # type: ignore[arg-type]
+    assert control.start(quiet)  # type: ignore[arg-type]  # its turn: it waited 20 ms, it runs
+    assert quiet.refused is None
+    clock[0] = 0.22
+    refused = control.refusal(loop, queued=True)  # the flood's calls still wait: the queue stands
+    assert refused is not None and "overloaded: the queue's age is 0.220 s" in refused, refused
+    clock[0] = 0.23
+    assert control.overdue(flood[0])  # type: ignore[arg-type]
+    assert not control.start(flood[0])  # type: ignore[arg-type]  # waited 230 ms: shed, not run late
+    assert flood[0].refused is not None and "the queue's age is 0.230 s" in flood[0].refused
+    assert control.age() == pytest.approx(0.23)  # the flood's other call
+
+
 @pytest.mark.asyncio
 async def test_the_loops_lag_is_measured_again_as_soon_as_a_stall_is_over() -> None:
     """Once the loop has read what queued up during a stall, its lag is what a

@@ -127,9 +127,11 @@ class Admission:
     """Admission control for one operation under one strategy (thread-safe).
 
     It tracks the calls queued for the strategy's threads in arrival order,
-    so the age of the oldest one is known at any moment: that age, and the
-    wait of each call a thread takes, feed :class:`CoDel`.  With a
-    ``limit``, a timer on the event loop answers each call that reaches it.
+    so the age of the oldest one is known at any moment: :class:`CoDel` is
+    fed that age as calls arrive, and as a thread takes a call the longer
+    of that age and the call's own wait (threads need not take calls in
+    arrival order).  With a ``limit``, a timer on the event loop answers
+    each call that reaches it.
     """
 
     def __init__(self, policy: AdmissionPolicy, operation: str, where: str, stats: Recorder) -> None:
@@ -177,12 +179,10 @@ class Admission:
             if call.done:
                 return False  # cancelled while it waited
             waited = now - call.queued_at
-            limit = self.policy.limit
-            shed = (limit is not None and waited >= limit) or (
-                self._codel is not None and self._codel.observe(waited, now))
-        if shed:
-            self._shed(call, waited, "limit" if limit is not None and waited >= limit else "queue's age")
-        return not shed
+            why = self._judge(waited, now, True)
+        if why is not None:
+            self._shed(call, waited, why)
+        return why is None
 
     def overdue(self, call: Call) -> bool:
         """Whether :meth:`start` would not let ``call`` run if a thread took it
@@ -193,10 +193,7 @@ class Admission:
         with self._lock:
             if call not in self._queued or call.done:
                 return True
-            waited = now - call.queued_at
-            limit = self.policy.limit
-            codel = self._codel
-            return (limit is not None and waited >= limit) or (codel is not None and codel.would_shed(waited, now))
+            return self._judge(now - call.queued_at, now, False) is not None
 
     def admit(self, call: Call) -> bool:
         """``call`` runs at once on the event loop (event-loop thread): it is
@@ -241,6 +238,28 @@ class Admission:
             return self._oldest_age(perf_counter())
 
     # -- inside --------------------------------------------------------------------------
+    def _judge(self, waited: float, now: float, decide: bool) -> str | None:  # holds the lock
+        """Why a queued call that has waited ``waited`` must not start now
+        (``"limit"`` or ``"queue's age"``), None if it may; ``decide``: CoDel
+        takes this as an observation (else it is only asked).
+
+        Threads do not take calls in arrival order (round-robin between
+        connections, or a thread per connection), so a call that waited
+        little says nothing of the others: CoDel sees the queue's age, the
+        longer of this call's wait and the oldest wait still queued, and the
+        queue stands while any call in it has waited past the target.  Only
+        a call that itself waited past the target is shed, so a quiet
+        connection's call still starts while a flooding one's queue stands."""
+        limit = self.policy.limit
+        if limit is not None and waited >= limit:
+            return "limit"
+        codel = self._codel
+        if codel is None:
+            return None
+        age = max(waited, self._oldest_age(now))
+        dropping = codel.observe(age, now) if decide else codel.would_shed(age, now)
+        return "queue's age" if dropping and waited >= codel.target else None
+
     def _loop_lag(self, loop: asyncio.AbstractEventLoop) -> float:  # event-loop thread
         probe = self._probe
         if probe is None or probe.loop is not loop:
