@@ -16,6 +16,7 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,8 +68,9 @@ def test_asking_whether_a_call_would_be_shed_decides_nothing() -> None:
 class _Queued:
     """What admission control reads and writes of a queued call."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, now: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, now: float, connection: object = None) -> None:
         self.channel = type("Channel", (), {"loop": loop})()
+        self.connection = connection
         self.queued_at = now
         self.started_at = 0.0
         self.done = False
@@ -94,27 +96,91 @@ async def test_a_call_that_waited_little_does_not_end_shedding_while_older_calls
     loop = asyncio.get_running_loop()
     control = module.Admission(AdmissionPolicy(target=0.05, interval=0.1), "op", "thread_pool(2)", Recorder())
 
-    def arrive(at: float) -> _Queued:
+    def arrive(at: float, connection: str) -> _Queued:
         clock[0] = at
-        call = _Queued(loop, at)
+        call = _Queued(loop, at, connection)
         assert control.arrive(call)  # type: ignore[arg-type]
         return call
 
-    flood = [arrive(0.0), arrive(0.0)]  # one connection's calls, waiting behind busy threads
-    arrive(0.10)  # the queue's age passes the target: CoDel's interval starts
-    quiet = arrive(0.19)  # another connection's call, within the interval: queued
+    flood = [arrive(0.0, "flood"), arrive(0.0, "flood")]  # one connection's calls, waiting behind busy threads
+    arrive(0.10, "flood")  # the queue's age passes the target: CoDel's interval starts
+    quiet = arrive(0.19, "quiet")  # another connection's call, within the interval: queued
     clock[0] = 0.21
     assert not control.overdue(quiet)  # type: ignore[arg-type]
     assert control.start(quiet)  # type: ignore[arg-type]  # its turn: it waited 20 ms, it runs
     assert quiet.refused is None
     clock[0] = 0.22
-    refused = control.refusal(loop, queued=True)  # the flood's calls still wait: the queue stands
+    refused = control.refusal(loop, True, "flood")  # the flood's calls still wait: the queue stands
     assert refused is not None and "overloaded: the queue's age is 0.220 s" in refused, refused
     clock[0] = 0.23
     assert control.overdue(flood[0])  # type: ignore[arg-type]
     assert not control.start(flood[0])  # type: ignore[arg-type]  # waited 230 ms: shed, not run late
     assert flood[0].refused is not None and "the queue's age is 0.230 s" in flood[0].refused
     assert control.age() == pytest.approx(0.23)  # the flood's other call
+
+
+def _control(monkeypatch: pytest.MonkeyPatch, policy: AdmissionPolicy) -> tuple[Any, list[float]]:
+    """An admission control on a fake clock (set ``clock[0]``)."""
+    from pyorb.server import admission as module
+    from pyorb.server.call.stats import Recorder
+
+    clock = [0.0]
+    monkeypatch.setattr(module, "perf_counter", lambda: clock[0])
+    return module.Admission(policy, "op", "thread_pool(1)", Recorder()), clock
+
+
+@pytest.mark.asyncio
+async def test_an_arrival_the_queue_would_keep_past_the_limit_is_refused_at_once_but_not_a_quiet_connections(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads took calls every 50 ms while others waited: a call with ten
+    calls of its connection ahead of it would wait 0.5 s, the limit, and is
+    refused as it arrives rather than at the limit.  Another connection's
+    call waits for one turn, not for that queue, and is queued."""
+    loop = asyncio.get_running_loop()
+    control, clock = _control(monkeypatch, AdmissionPolicy(limit=0.5))
+    flood = [_Queued(loop, 0.0, "flood") for _ in range(10)]
+    assert all(control.arrive(call) for call in flood)
+    assert control.refusal(loop, True, "flood") is None  # no pace seen yet: nothing to predict from
+    for at, call in zip((0.05, 0.10), flood):
+        clock[0] = at
+        assert control.start(call)  # threads take calls while others wait: one every 50 ms
+    clock[0] = 0.11
+    for _ in range(2):  # 8 and 9 queued ahead: 0.40 and 0.45 s to wait
+        assert control.refusal(loop, True, "flood") is None
+        assert control.arrive(_Queued(loop, 0.11, "flood"))
+    refused = control.refusal(loop, True, "flood")  # 10 ahead: 0.50 s
+    assert refused is not None and "would keep it waiting about 0.50 s to start, the limit is 0.5 s" in refused
+    late = _Queued(loop, 0.11, "flood")
+    assert not control.arrive(late) and late.refused is not None and "about 0.50 s" in late.refused
+    assert control.refusal(loop, True, "quiet") is None  # one turn ahead of it: 0.05 s
+    assert control.arrive(_Queued(loop, 0.11, "quiet"))
+
+
+@pytest.mark.asyncio
+async def test_a_standing_queue_takes_the_arrivals_that_would_wait_less_than_the_target(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the queue stands, an arrival is judged by the wait it can expect
+    (the calls ahead of it at the pace threads take them), not by the oldest
+    call's: one that would wait less than the target is queued, so the
+    threads do not run dry while the standing queue drains, and one that
+    would wait longer is refused at once."""
+    loop = asyncio.get_running_loop()
+    control, clock = _control(monkeypatch, AdmissionPolicy(target=0.05, interval=0.1))
+    old = [_Queued(loop, 0.0, "a") for _ in range(4)]
+    assert all(control.arrive(call) for call in old)
+    for at, call in zip((0.06, 0.07), old):  # over the target: CoDel's interval starts
+        clock[0] = at
+        assert control.start(call)  # one every 10 ms while others waited
+    clock[0] = 0.20  # the oldest has waited 0.2 s, past the target for an interval: the queue stands
+    assert control.refusal(loop, True, "b") is None  # one turn ahead of it: 0.01 s
+    assert control.arrive(_Queued(loop, 0.20, "b"))
+    assert control.arrive(_Queued(loop, 0.20, "a"))  # 3 ahead (a's 2 and b's turn): 0.03 s
+    assert control.arrive(_Queued(loop, 0.20, "a"))  # 4 ahead: 0.04 s
+    refused = control.refusal(loop, True, "a")  # 5 ahead: 0.05 s
+    assert refused is not None and "about 0.05 s to start, over the 0.05 s target" in refused, refused
+    assert "the queue has stood for at least 0.1 s" in refused
+    clock[0] = 0.21
+    assert not control.start(old[2])  # it waited 0.21 s itself: shed, not run late
 
 
 @pytest.mark.asyncio
@@ -194,7 +260,8 @@ def test_a_flood_waiting_for_threads_cannot_starve_another_connection_and_the_wa
     log = server.stderr()
     assert "Traceback" not in log, log
     assert "overloaded: Hardening::Target.nap under thread_per_request(4)" in log
-    assert "waited" in log and "the limit is 3.0 s" in log
+    # The first refusal logged: one that waited to the limit, or one refused on arrival that would have
+    assert "the limit is 3.0 s" in log and ("waited" in log or "would keep it waiting" in log), log
 
 
 def test_a_standing_queue_refuses_a_request_before_reading_its_arguments() -> None:

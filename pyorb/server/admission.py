@@ -18,17 +18,30 @@ queues calls reports each one as it queues it (:meth:`Admission.arrive`)
 and as a thread takes it (:meth:`Admission.start`); the event-loop strategies
 queue nothing of their own (:meth:`Admission.admit`).
 
-While it sheds, a connection asks it (:meth:`Admission.refusal`) as soon as
+A connection asks it (:meth:`Admission.refusal`) as soon as
 it knows a request's operation, before it reads the arguments or makes a
 :class:`~pyorb.server.call.dispatch.Call`: a refusal then costs the server
 little more than reading the request and writing the reply, which is what
 keeps goodput up at many times the capacity (docs/reliability.md).
 
+An arriving call is judged by the wait it can expect once threads have
+been seen taking calls while others waited: the calls ahead of it (one per
+connection with calls queued, for each of its own connection's), one
+*pace* each, the pace being the time between two starts.  It is refused at
+once if that reaches the ``limit``, which it would only reach in the queue,
+having held memory and its client's time and cost a thread the refusal;
+and, while the queue stands and for an interval after, if that reaches the
+``target``.  So a standing queue keeps about a target's worth of calls and
+its threads never run dry, where refusing every arrival while the oldest
+call is old would empty it, end the shedding, and take every arrival for an
+interval until it stood again, calls that threads then shed one by one.
+
 A request also waits before any strategy sees it: in the socket, until the
 event loop reads it.  That wait is the loop's lag (:class:`LoopLag`), which
 grows when the loop has more to do than it can, or when dispatcher threads
-busy with servant code keep it from the interpreter lock.  Each arrival is
-judged by the longer of the two waits.
+busy with servant code keep it from the interpreter lock.  CoDel sees the
+longer of that lag and the queue's age, and an arrival's expected wait
+counts the lag too.
 """
 
 from __future__ import annotations
@@ -40,7 +53,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Hashable
 
 from omniORB import CORBA
 
@@ -54,6 +67,8 @@ SHED_MINOR = 0x4F4D0001
 """TRANSIENT minor code of a shed call: OMG's 1, "request discarded because of resource exhaustion"."""
 LOG_PERIOD = 10.0
 """Seconds between two log lines about the calls one operation shed."""
+PACE_WEIGHT = 0.125
+"""Weight of the newest gap between two starts in the queue's pace (a moving average)."""
 
 
 def shed_exception() -> CORBA.TRANSIENT:
@@ -95,7 +110,8 @@ class CoDel:
     :meth:`observe` takes one sojourn time (how long a call waited, or how
     long the oldest queued call has waited so far) and the clock's time.
     Shedding starts when no observation for ``interval`` seconds was below
-    ``target``, and stops at the first observation below it.
+    ``target``, and stops at the first observation below it;
+    :meth:`lately` also remembers it for an ``interval`` after.
     """
 
     def __init__(self, target: float, interval: float) -> None:
@@ -103,18 +119,27 @@ class CoDel:
         self.interval = interval
         self.dropping = False
         self._first_above: float | None = None  # when the queue will have been above target for an interval
+        self._ended = float("-inf")  # when shedding last stopped
 
     def observe(self, sojourn: float, now: float) -> bool:
         """True if the call that waited ``sojourn`` seconds should be shed."""
         if sojourn < self.target:
             self._first_above = None
-            self.dropping = False
+            if self.dropping:
+                self.dropping = False
+                self._ended = now
             return False
         if self._first_above is None:
             self._first_above = now + self.interval
         elif now >= self._first_above:
             self.dropping = True
         return self.dropping
+
+    def lately(self, now: float) -> bool:
+        """True while shedding, and for an ``interval`` after it stopped: a queue
+        that drained by shedding, not by serving, stands again as soon as
+        arrivals refill it."""
+        return self.dropping or now - self._ended < self.interval
 
     def would_shed(self, sojourn: float, now: float) -> bool:
         """What :meth:`observe` would answer for ``sojourn`` at ``now``, deciding nothing."""
@@ -142,9 +167,14 @@ class Admission:
         self._codel = None if policy.target is None else CoDel(policy.target, policy.interval)
         self._lock = threading.Lock()
         self._queued: OrderedDict[Call, None] = OrderedDict()
+        self._backlog: dict[Hashable, int] = {}  # calls queued per connection
         self._timer: asyncio.TimerHandle | None = None
         self._probe: LoopLag | None = None  # the lag of the loop its calls arrive on
         self._on_loop = False  # its calls run on the loop (admit): its age is the loop's lag
+        # Seconds between two starts while calls waited (None: not seen yet), for the wait an arrival can expect.
+        self._pace: float | None = None
+        self._last_start = 0.0
+        self._backlogged = False  # calls still waited when the last call started
         self._logged = float("-inf")
         self._unlogged = 0
 
@@ -157,12 +187,13 @@ class Admission:
         if lag:  # it waited in the socket that long before the loop read it: the limit bounds that too
             call.queued_at = min(call.queued_at, now - lag)
         with self._lock:
-            age = max(self._oldest_age(now), lag)
-            shed = self._codel is not None and self._codel.observe(age, now)
-            if not shed:
+            refused = self._arrival(now, lag, call.connection)
+            if refused is None:
                 self._queued[call] = None
-        if shed:
-            self._shed(call, age, "queue's age")
+                backlog = self._backlog
+                backlog[call.connection] = backlog.get(call.connection, 0) + 1
+        if refused is not None:
+            self._shed(call, refused[1], refused[0])
             return False
         if self.policy.limit is not None and self._timer is None:
             self._arm(call.channel.loop)
@@ -176,10 +207,13 @@ class Admission:
             if call not in self._queued:
                 return False  # the limit's timer took it: it is being answered TRANSIENT
             del self._queued[call]
+            self._dequeued(call)
             if call.done:
                 return False  # cancelled while it waited
             waited = now - call.queued_at
             why = self._judge(waited, now, True)
+            if why is None:
+                self._started(now)
         if why is not None:
             self._shed(call, waited, why)
         return why is None
@@ -209,24 +243,29 @@ class Admission:
             self._shed(call, behind, "event loop's lag")
         return not shed
 
-    def refusal(self, loop: asyncio.AbstractEventLoop, queued: bool) -> str | None:
+    def refusal(self, loop: asyncio.AbstractEventLoop, queued: bool, connection: Hashable) -> str | None:
         """Would a call arriving now be shed?  Asked before the call exists (event-loop
-        thread), by a connection that has found the call's route but not read its
-        arguments: while the control sheds, it judges the call as :meth:`arrive`
-        (``queued``: for a strategy's queue) or :meth:`admit` would, and the same
+        thread), by ``connection`` once it has found the call's route but not read its
+        arguments: it judges the call as :meth:`arrive` (``queued``: for a
+        strategy's queue) or, while the control sheds, :meth:`admit` would, and the same
         way.  A refusal is counted and logged as theirs are; it returns the text
         the client gets ("overloaded: ..."), None if the call is to be made."""
         codel = self._codel
+        if queued:
+            if self._pace is None and (codel is None or not codel.dropping):
+                return None  # the queue never stood: the strategy judges the call, with its arguments read
+            lag = self._loop_lag(loop)
+            now = perf_counter()
+            with self._lock:
+                refused = self._arrival(now, lag, connection)
+            return None if refused is None else self._refuse(refused[1], refused[0])
         if codel is None or not codel.dropping:
             return None  # not shedding: the strategy judges the call, with its arguments read
         lag = self._loop_lag(loop)
         now = perf_counter()
         with self._lock:
-            waited = max(self._oldest_age(now), lag) if queued else lag
-            shed = codel.observe(waited, now)
-        if not shed:
-            return None
-        return self._refuse(waited, "queue's age" if queued else "event loop's lag")
+            shed = codel.observe(lag, now)
+        return self._refuse(lag, "event loop's lag") if shed else None
 
     def age(self) -> float:
         """Seconds the oldest queued call has waited (0 if none), or for calls
@@ -260,6 +299,54 @@ class Admission:
         dropping = codel.observe(age, now) if decide else codel.would_shed(age, now)
         return "queue's age" if dropping and waited >= codel.target else None
 
+    def _arrival(self, now: float, lag: float, connection: Hashable) -> tuple[str, float] | None:  # holds the lock
+        """Why a call of ``connection`` arriving now, after ``lag`` in its socket,
+        must not be queued, and the wait that says so; None if it may.
+
+        CoDel sees the queue's age.  Once threads have been seen taking
+        calls while others waited, the queue's pace tells how long this call
+        can expect to wait: the calls ahead of it, one pace each.  Threads
+        serve connections in turn (round-robin, or a thread each), so at
+        most one call per connection with calls queued starts for each one
+        of its own connection ahead of it: a quiet connection's call has few
+        ahead of it however long another's queue is.  It is
+        refused if that reaches the limit (it would only wait to be refused
+        then), or, while the queue stands and for an interval after, if that
+        reaches the target (see the module's notes)."""
+        age = max(self._oldest_age(now), lag)
+        codel = self._codel
+        standing = codel is not None and codel.observe(age, now)
+        pace = self._pace
+        if pace is None:
+            return ("queue's age", age) if standing else None
+        backlog = self._backlog
+        ahead = min(len(self._queued), (backlog.get(connection, 0) + 1) * len(backlog))
+        expected = lag + ahead * pace
+        limit = self.policy.limit
+        if limit is not None and expected >= limit:
+            return "expected wait", expected
+        if codel is not None and expected >= codel.target and codel.lately(now):
+            return "expected wait in a standing queue", expected
+        return None
+
+    def _started(self, now: float) -> None:  # holds the lock
+        """A queued call starts at ``now``: the gap since the last start is the
+        queue's pace if calls waited all along (an idle gap says nothing of it)."""
+        if self._backlogged:
+            gap = now - self._last_start
+            pace = self._pace
+            self._pace = gap if pace is None else pace + PACE_WEIGHT * (gap - pace)
+        self._last_start = now
+        self._backlogged = bool(self._queued)
+
+    def _dequeued(self, call: Call) -> None:  # holds the lock
+        backlog = self._backlog
+        left = backlog[call.connection] - 1
+        if left:
+            backlog[call.connection] = left
+        else:
+            del backlog[call.connection]
+
     def _loop_lag(self, loop: asyncio.AbstractEventLoop) -> float:  # event-loop thread
         probe = self._probe
         if probe is None or probe.loop is not loop:
@@ -273,6 +360,7 @@ class Admission:
             if not oldest.done:
                 return now - oldest.queued_at
             queued.popitem(last=False)  # cancelled while it waited
+            self._dequeued(oldest)
         return 0.0
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -296,6 +384,7 @@ class Admission:
                 if not oldest.done and now - oldest.queued_at < limit:
                     break
                 self._queued.popitem(last=False)
+                self._dequeued(oldest)
                 if not oldest.done:
                     late.append(oldest)
         for call in late:
@@ -320,6 +409,13 @@ class Admission:
         policy = self.policy
         if why == "limit":
             return f"a call waited {waited:.3f} s to start, the limit is {policy.limit} s"
+        # Expected waits to a hundredth of a second: the arrival path encodes a text once and sends it again.
+        if why == "expected wait":
+            return (f"the calls queued ahead of it would keep it waiting about {waited:.2f} s to start, "
+                    f"the limit is {policy.limit} s")
+        if why == "expected wait in a standing queue":
+            return (f"the calls queued ahead of it would keep it waiting about {waited:.2f} s to start, over the "
+                    f"{policy.target} s target, and the queue has stood for at least {policy.interval} s")
         return f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least {policy.interval} s"
 
     def _log(self, cause: str) -> None:

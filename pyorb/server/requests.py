@@ -185,7 +185,7 @@ class RequestHandler(ServerConnection):
             return False
         admission = route.admission
         if admission is not None:  # while it sheds, a refusal costs no argument reading and no Call
-            refused = admission.refusal(self.loop, route.queued)
+            refused = admission.refusal(self.loop, route.queued, self)
             if refused is not None:
                 self._overloaded(req, route, info, refused)
                 return False
