@@ -157,6 +157,28 @@ async def test_an_arrival_the_queue_would_keep_past_the_limit_is_refused_at_once
 
 
 @pytest.mark.asyncio
+async def test_a_pace_measured_long_ago_refuses_no_burst(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pace says how fast threads took calls while others waited; once
+    none has started for a while the servants may be faster now, so a burst
+    arriving then is queued whole, and the pace is measured again."""
+    loop = asyncio.get_running_loop()
+    control, clock = _control(monkeypatch, AdmissionPolicy(limit=0.5))
+    first = [_Queued(loop, 0.0, "a") for _ in range(3)]
+    assert all(control.arrive(call) for call in first)
+    for at, call in zip((0.05, 0.10, 0.15), first):  # a pace of 50 ms
+        clock[0] = at
+        assert control.start(call)
+    clock[0] = 5.0  # idle since
+    burst = [_Queued(loop, 5.0, "a") for _ in range(20)]  # 1 s of work at the old pace
+    assert control.refusal(loop, True, "a") is None
+    assert all(control.arrive(call) for call in burst)
+    for at, call in zip((5.001, 5.002, 5.003), burst):  # taken every millisecond now
+        clock[0] = at
+        assert control.start(call)
+    assert control.refusal(loop, True, "a") is None  # 17 ahead at the new pace: far under the limit
+
+
+@pytest.mark.asyncio
 async def test_a_standing_queue_takes_the_arrivals_that_would_wait_less_than_the_target(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """While the queue stands, an arrival is judged by the wait it can expect
@@ -168,19 +190,19 @@ async def test_a_standing_queue_takes_the_arrivals_that_would_wait_less_than_the
     control, clock = _control(monkeypatch, AdmissionPolicy(target=0.05, interval=0.1))
     old = [_Queued(loop, 0.0, "a") for _ in range(4)]
     assert all(control.arrive(call) for call in old)
-    for at, call in zip((0.06, 0.07), old):  # over the target: CoDel's interval starts
+    for at, call in zip((0.06, 0.07, 0.12), old):  # over the target: CoDel's interval starts
         clock[0] = at
-        assert control.start(call)  # one every 10 ms while others waited
+        assert control.start(call)  # while others waited: a pace of 10 ms, then 15 ms
     clock[0] = 0.20  # the oldest has waited 0.2 s, past the target for an interval: the queue stands
-    assert control.refusal(loop, True, "b") is None  # one turn ahead of it: 0.01 s
+    assert control.refusal(loop, True, "b") is None  # one turn ahead of it: 0.015 s
     assert control.arrive(_Queued(loop, 0.20, "b"))
-    assert control.arrive(_Queued(loop, 0.20, "a"))  # 3 ahead (a's 2 and b's turn): 0.03 s
-    assert control.arrive(_Queued(loop, 0.20, "a"))  # 4 ahead: 0.04 s
-    refused = control.refusal(loop, True, "a")  # 5 ahead: 0.05 s
-    assert refused is not None and "about 0.05 s to start, over the 0.05 s target" in refused, refused
+    assert control.arrive(_Queued(loop, 0.20, "a"))  # 2 ahead (a's one and b's turn): 0.03 s
+    assert control.arrive(_Queued(loop, 0.20, "a"))  # 3 ahead: 0.045 s
+    refused = control.refusal(loop, True, "a")  # 4 ahead: 0.06 s
+    assert refused is not None and "about 0.06 s to start, over the 0.05 s target" in refused, refused
     assert "the queue has stood for at least 0.1 s" in refused
     clock[0] = 0.21
-    assert not control.start(old[2])  # it waited 0.21 s itself: shed, not run late
+    assert not control.start(old[3])  # it waited 0.21 s itself: shed, not run late
 
 
 @pytest.mark.asyncio

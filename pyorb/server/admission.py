@@ -69,6 +69,8 @@ LOG_PERIOD = 10.0
 """Seconds between two log lines about the calls one operation shed."""
 PACE_WEIGHT = 0.125
 """Weight of the newest gap between two starts in the queue's pace (a moving average)."""
+STALE_PACES = 4
+"""A pace not measured for this many paces (or for an interval, if longer) predicts nothing."""
 
 
 def shed_exception() -> CORBA.TRANSIENT:
@@ -174,6 +176,7 @@ class Admission:
         # Seconds between two starts while calls waited (None: not seen yet), for the wait an arrival can expect.
         self._pace: float | None = None
         self._last_start = 0.0
+        self._paced_at = 0.0  # when the pace was last measured
         self._backlogged = False  # calls still waited when the last call started
         self._logged = float("-inf")
         self._unlogged = 0
@@ -317,6 +320,8 @@ class Admission:
         codel = self._codel
         standing = codel is not None and codel.observe(age, now)
         pace = self._pace
+        if pace is not None and now - self._paced_at > max(self.policy.interval, STALE_PACES * pace):
+            pace = None  # no call started for several paces: the servants' speed may have changed since
         if pace is None:
             return ("queue's age", age) if standing else None
         backlog = self._backlog
@@ -335,7 +340,11 @@ class Admission:
         if self._backlogged:
             gap = now - self._last_start
             pace = self._pace
-            self._pace = gap if pace is None else pace + PACE_WEIGHT * (gap - pace)
+            if pace is None or now - self._paced_at > max(self.policy.interval, STALE_PACES * pace):
+                self._pace = gap  # a stale pace is measured afresh
+            else:
+                self._pace = pace + PACE_WEIGHT * (gap - pace)
+            self._paced_at = now
         self._last_start = now
         self._backlogged = bool(self._queued)
 
