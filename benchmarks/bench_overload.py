@@ -28,7 +28,8 @@ also run from that copy of pyorb, just before the one from this tree (an
 A/B in one run: the machine's load changes under both alike).
 
 Where the CPU goes: the server's CPU time per served call (from the
-capacity runs, where nothing is shed), and per point the server's and this
+capacity runs, where nothing is shed), and per point the server's, its
+event loop's (its main thread: reading, refusing, writing) and this
 generator's CPU (share of one core over the point) and the server's CPU
 per refused call (its CPU time less the replied calls at the served cost,
 over the refused calls), and the share of the server's CPU that went to
@@ -91,6 +92,8 @@ class Run:
     """This process's CPU seconds over the point."""
     steady: float = 0.0
     """Replies per second from ``--warmup`` seconds into the point to its end."""
+    loop_cpu: float = 0.0
+    """CPU seconds of the server's main thread, its event loop, over the point (0 where threads are not listed)."""
 
 
 @dataclass
@@ -169,7 +172,7 @@ async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns:
             await asyncio.sleep(0.1)
 
     sampler = asyncio.ensure_future(sample())
-    cpu, own, wall = _cpu(server), time.process_time(), time.perf_counter()
+    cpu, loop, own, wall = _cpu(server), _loop_cpu(server), time.process_time(), time.perf_counter()
     try:
         out = await offer(ior, factor * cap, ns.seconds, ns.connections, ns.timeout, ns.warmup)
     finally:
@@ -178,7 +181,7 @@ async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns:
     return Run(factor, x["offered"], x["sent"], out.throughput, _seconds(out.latency_ms["p50_ms"]),
                _seconds(out.latency_ms["p99_ms"]), _seconds(x["shed_p50_ms"]), x["shed"], x["timeouts"],
                x["other_errors"], max(peak) / 2**20, x["replied"], time.perf_counter() - wall, _cpu(server) - cpu,
-               time.process_time() - own, x["steady_goodput"])
+               time.process_time() - own, x["steady_goodput"], _loop_cpu(server) - loop)
 
 
 def _seconds(ms: float | None) -> float:
@@ -189,6 +192,16 @@ def _seconds(ms: float | None) -> float:
 def _cpu(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
+
+
+def _loop_cpu(process: psutil.Process) -> float:
+    """CPU seconds of ``process``'s main thread: the sink's event loop, which
+    reads, refuses and writes while dispatcher threads run the servant."""
+    try:
+        threads = process.threads()
+    except (psutil.AccessDenied, NotImplementedError):
+        return 0.0
+    return next((float(t.user_time + t.system_time) for t in threads if t.id == process.pid), 0.0)
 
 
 async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -> Server:
@@ -218,7 +231,7 @@ def table(server: Server, ns: argparse.Namespace) -> Table:
     t = Table(title=f"{server.model}: capacity {server.capacity:.0f} calls/s{admission}; "
                     f"server CPU {1e6 * server.served_cpu:.0f} µs per served call")
     for col in ("load", "offered /s", "goodput /s", "% of capacity", "steady % of capacity", "p50 ms", "p99 ms", "shed", "shed p50 ms",
-                "timeouts", "errors", "RSS MiB", "server CPU %", "generator CPU %", "server µs per shed call",
+                "timeouts", "errors", "RSS MiB", "server CPU %", "loop CPU %", "generator CPU %", "server µs per shed call",
                 "server CPU on replied calls %"):
         t.add_column(col, justify="right")
     for factor in ns.factors:
@@ -234,6 +247,8 @@ def table(server: Server, ns: argparse.Namespace) -> Table:
                   range_text([r.timeouts for r in runs], "{:.0f}"),
                   range_text([r.errors for r in runs], "{:.0f}"), range_text([r.rss_mib for r in runs], "{:.0f}"),
                   range_text([100 * r.server_cpu / r.wall for r in runs], "{:.0f}"),
+                  "–" if server.model.startswith("omniORBpy") else  # no event loop: omniORB's own threads
+                  range_text([100 * r.loop_cpu / r.wall for r in runs], "{:.0f}"),
                   range_text([100 * r.generator_cpu / r.wall for r in runs], "{:.0f}"),
                   _shed_cost(server, runs),
                   range_text([100 * min(r.replied * server.served_cpu / r.server_cpu, 1.0) for r in runs
