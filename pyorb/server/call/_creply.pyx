@@ -1,0 +1,43 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""A servant's reply in C: the compiled twin of ``pyorb.server.call.reply.plain_reply_12``.
+
+Every call a reactive server answers inline, and every reply a dispatcher
+thread writes itself, passes through ``plain_reply_12``: in Python that is
+four frames (the function, the operation's ``result_tuple``, the result
+codec's ``pack`` and the core's ``reply_12``) around one omniORB marshal
+and one header.  This twin does the common case in one: a result of no
+value or of one padding-free value (a number, a struct of numbers, an
+enum), strings or none read in UTF-8, on a connection that does not
+fragment.  Every other reply goes to the Python original, so errors and
+every other case come from one place; tests/test_reply_twin.py
+checks that both give the same bytes or None for the same replies.
+"""
+
+from pyorb.giop import fast12 as _fast12
+from pyorb.giop.codesets import CS_UTF8
+from pyorb.marshal.orb import cdr_marshal
+from pyorb.server.call import reply as _reply
+
+# The original: every case but the common one.
+_original = _reply.plain_reply_12
+# Bound after pyorb.giop's twin switch ran: the C encoder when the accelerator is in use.
+_encode = _fast12.encode_reply_12
+cdef object _UTF8 = CS_UTF8
+
+
+def plain_reply_12(op, value, request_id, little_endian, core, max_size):
+    """As :func:`pyorb.server.call.reply.plain_reply_12`."""
+    shape = op._result_shape
+    results = op.results
+    if core.max_fragment_size is not None or not (
+            shape == 0 or (shape == 1 and results._simple and (not results._strings or core.char_set == _UTF8))):
+        return _original(op, value, request_id, little_endian, core, max_size)
+    if shape == 0:
+        body = b""
+    else:
+        try:
+            body = cdr_marshal(results._descs[0], value, little_endian)
+        except Exception:  # the original's BAD_PARAM or MARSHAL: the general way explains it
+            return None
+    data = _encode(request_id, 0, body, little_endian)  # 0: NO_EXCEPTION
+    return data if len(data) <= max_size else None
