@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from omniORB import CORBA
 
 from pyorb.marshal import layout
-from pyorb.client import errors
+from pyorb import _accelerator
+from pyorb.client import connection, errors
 from pyorb.client.calls import Intercepted, LocationForward, reply_result
 from pyorb.client.deadlines import Deadlines
 from pyorb.giop.ior import IOR
@@ -290,3 +291,9 @@ class Hedge(Invocation):
 
     def fail_over(self, endpoint: Endpoint) -> None:
         self.fail(errors.hedge_ended(self.op.name, endpoint))
+
+
+# With the compiled accelerator, the C twins take their places: once per call a client reads a reply.
+# Both are declared here, where both originals are loaded (connection.py needs this module only for types).
+_accelerator.twin(__name__, "Invocation.complete", "pyorb.client._cinvocation")
+_accelerator.twin(connection.__name__, "ClientConnection.message_received", "pyorb.client._cinvocation")
