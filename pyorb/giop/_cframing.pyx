@@ -80,6 +80,91 @@ cdef tuple _slot_setters(cls, tuple fields):
     return tuple(cls.__dict__[name] for name in fields)
 
 
+cdef extern from *:
+    """
+    #include <structmember.h>
+    /* The byte offset of the slot a member descriptor reads and writes, or -1
+       if it is not a plain object slot (T_OBJECT_EX, writable). */
+    static Py_ssize_t pyorb_slot_offset(PyObject *descr) {
+        PyMemberDef *m;
+        if (Py_TYPE(descr) != &PyMemberDescr_Type)
+            return -1;
+        m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+            return -1;
+        return m->offset;
+    }
+    /* The slot at `offset` of `obj` (borrowed; NULL if unset). */
+    #define pyorb_slot(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+    /* What the member descriptor's __set__ does for a plain object slot. */
+    static void pyorb_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+        PyObject **addr = (PyObject **)((char *)obj + offset);
+        PyObject *old = *addr;
+        Py_INCREF(value);
+        *addr = value;
+        Py_XDECREF(old);
+    }
+    """
+    Py_ssize_t _slot_offset "pyorb_slot_offset"(object descr)
+    PyObject* _slot "pyorb_slot"(object obj, Py_ssize_t offset)
+    void _slot_set "pyorb_slot_set"(object obj, Py_ssize_t offset, object value)
+
+
+# GIOPConnection's slots that the per-read twins use (twins.CONNECTION_STATE),
+# read and written at their offsets: a generic attribute lookup from C costs
+# about a hundred instructions, an offset read a few.  Only an instance of
+# GIOPConnection itself, whose class's slots were checked when first met, is
+# read this way; anything else (a subclass, which could hide a slot behind a
+# property) through getattr and setattr as before.
+cdef object _Conn = None  # GIOPConnection once bound; a class nothing is an instance of if its slots are not plain
+cdef Py_ssize_t _BUF, _POS, _HEADER, _TRAINS, _RECEIVES, _ERROR, _EOF, _MAX_SIZE, _CHOSEN, _PEER_VERSION, _PEER_LE
+
+
+cdef class _NoConnection:
+    """The class of no connection: what ``_Conn`` is when slots cannot be read by offset."""
+
+
+cdef int _bind() except -1:
+    global _Conn, _BUF, _POS, _HEADER, _TRAINS, _RECEIVES, _ERROR, _EOF, _MAX_SIZE, _CHOSEN, _PEER_VERSION, _PEER_LE
+    from pyorb.giop.connection import GIOPConnection
+    from pyorb.giop.twins import CONNECTION_STATE
+    cdef list offsets = []
+    for name in CONNECTION_STATE:
+        descr = GIOPConnection.__dict__.get(name)
+        offsets.append(-1 if descr is None else _slot_offset(descr))
+    if -1 in offsets:
+        _Conn = _NoConnection
+        return 0
+    (_BUF, _POS, _HEADER, _TRAINS, _RECEIVES, _ERROR, _EOF, _MAX_SIZE, _CHOSEN, _PEER_VERSION,
+     _PEER_LE) = offsets
+    _Conn = GIOPConnection
+    return 0
+
+
+cdef inline bint _by_offset(conn) except -1:
+    """Whether ``conn``'s slots are read and written at their offsets."""
+    if _Conn is None:
+        _bind()
+    return type(conn) is _Conn
+
+
+cdef inline object _get(conn, bint fast, Py_ssize_t offset, str name):
+    cdef PyObject* value
+    if fast:
+        value = _slot(conn, offset)
+        if value != NULL:
+            return <object>value
+    return getattr(conn, name)  # unset: the AttributeError getattr gives
+
+
+cdef inline int _put(conn, bint fast, Py_ssize_t offset, str name, value) except -1:
+    if fast:
+        _slot_set(conn, offset, value)
+    else:
+        setattr(conn, name, value)
+    return 0
+
+
 cdef object _Request = _messages.Request
 cdef object _Reply = _messages.Reply
 cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _fast12._REQUEST_FIELDS)
@@ -285,10 +370,11 @@ cdef object _common(conn):
     cdef uint32_t size
     cdef bint little
     cdef int kind
-    if conn._header is not None or conn._trains:
+    cdef bint fast = _by_offset(conn)
+    if _get(conn, fast, _HEADER, "_header") is not None or _get(conn, fast, _TRAINS, "_trains"):
         return None
-    buf = conn._buf
-    pos = conn._pos
+    buf = _get(conn, fast, _BUF, "_buf")
+    pos = _get(conn, fast, _POS, "_pos")
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         n = view.len
@@ -302,24 +388,24 @@ cdef object _common(conn):
         little = p[6] & 1
         kind = p[7]
         entry = _HEADERS[(2 * 4 + p[6]) * 8 + kind]
-        if entry is None or (<tuple>entry)[3] not in conn._receives:
+        if entry is None or (<tuple>entry)[3] not in _get(conn, fast, _RECEIVES, "_receives"):
             return None
         size = _u32(p + 8, little)
         end = pos + 12 + size
-        if size > conn.max_message_size or end > n:
+        if size > _get(conn, fast, _MAX_SIZE, "max_message_size") or end > n:
             return None
         if kind == _REQUEST:
             msg = _request_at(p + 12, size, little)
-            if msg is not None and msg.service_contexts and not conn.code_sets_chosen:
+            if msg is not None and msg.service_contexts and not _get(conn, fast, _CHOSEN, "code_sets_chosen"):
                 return None
         else:
             msg = _reply_at(p + 12, size, little)
     finally:
         PyBuffer_Release(&view)
     if msg is not None:
-        conn.peer_version = _GIOP_1_2
-        conn.peer_little_endian = little
-        conn._pos = end
+        _put(conn, fast, _PEER_VERSION, "peer_version", _GIOP_1_2)
+        _put(conn, fast, _PEER_LE, "peer_little_endian", bool(little))
+        _put(conn, fast, _POS, "_pos", end)
     return msg
 
 
@@ -474,17 +560,18 @@ cdef object _original_receive_data(conn, data):
 def next_event(conn):
     """The compiled twin of ``GIOPConnection.next_event``: NEED_DATA at the end
     of a read, or the common message; anything else is the original's."""
-    if conn._error is not None:
+    cdef bint fast = _by_offset(conn)
+    if _get(conn, fast, _ERROR, "_error") is not None:
         return _original_next_event(conn)
-    buf = conn._buf
+    buf = _get(conn, fast, _BUF, "_buf")
     if type(buf) is not bytearray:
         return _original_next_event(conn)
     cdef Py_ssize_t n = PyByteArray_GET_SIZE(buf)
-    cdef Py_ssize_t pos = conn._pos
-    if pos == n and not conn._eof:  # all taken: the end of every read
+    cdef Py_ssize_t pos = _get(conn, fast, _POS, "_pos")
+    if pos == n and not _get(conn, fast, _EOF, "_eof"):  # all taken: the end of every read
         if pos:
             PyByteArray_Resize(buf, 0)  # the messages are copies: free the bytes now
-            conn._pos = 0
+            _put(conn, fast, _POS, "_pos", 0)
         return _NEED_DATA
     try:
         msg = _common(conn)
@@ -498,17 +585,18 @@ def next_event(conn):
 def receive_data(conn, data):
     """The compiled twin of ``GIOPConnection.receive_data``, for a read's bytes
     arriving with nothing or a whole number of messages before them taken."""
-    buf = conn._buf
-    if (type(data) is not bytes or not data or type(buf) is not bytearray or conn._error is not None
-            or conn._eof):
+    cdef bint fast = _by_offset(conn)
+    buf = _get(conn, fast, _BUF, "_buf")
+    if (type(data) is not bytes or not data or type(buf) is not bytearray
+            or _get(conn, fast, _ERROR, "_error") is not None or _get(conn, fast, _EOF, "_eof")):
         return _original_receive_data(conn, data)
     cdef Py_ssize_t n = PyByteArray_GET_SIZE(buf)
-    cdef Py_ssize_t pos = conn._pos
+    cdef Py_ssize_t pos = _get(conn, fast, _POS, "_pos")
     cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
     if pos != n:
         return _original_receive_data(conn, data)
     PyByteArray_Resize(buf, size)
     memcpy(PyByteArray_AS_STRING(buf), PyBytes_AS_STRING(data), size)
     if pos:
-        conn._pos = 0
+        _put(conn, fast, _POS, "_pos", 0)
     return None

@@ -162,16 +162,42 @@ def test_request_encoding_with_contexts_agrees(request_id: int, flags: int, key:
                                                    little) == encode(request)
 
 
+class Subclassed(GIOPConnection):
+    """A connection of another class: the twins read its slots through getattr, not at their offsets."""
+
+    __slots__ = ()
+
+
+_MAX_SIZE_SLOT: Any = GIOPConnection.__dict__["max_message_size"]
+
+
+class Narrowed(GIOPConnection):
+    """A subclass that puts a property where a slot the twins read was (the slot still holds
+    the limit given, the property says 40 octets): the twins must see the property."""
+
+    __slots__ = ()
+
+    @property
+    def max_message_size(self) -> int:
+        return 40
+
+    @max_message_size.setter
+    def max_message_size(self, value: int) -> None:
+        _MAX_SIZE_SLOT.__set__(self, value)
+
+
 def _connection_state(conn: GIOPConnection) -> tuple[object, ...]:
     return conn.peer_version, conn.peer_little_endian, conn._pos, conn._header, bytes(conn._buf)
 
 
-def next_common_same(role: Role, data: bytes, code_sets_chosen: bool = True, max_size: int = 1 << 20) -> None:
-    """Both versions of ``_next_common`` on two connections fed ``data``: the same message and state after."""
+def next_common_same(role: Role, data: bytes, code_sets_chosen: bool = True, max_size: int = 1 << 20,
+                     cls: type[GIOPConnection] = GIOPConnection) -> None:
+    """Both versions of ``_next_common`` on two connections (of class ``cls``) fed ``data``:
+    the same message and state after."""
     python, compiled = original("_next_common"), cframing._next_common
     results = []
     for fn in (python, compiled):
-        conn = GIOPConnection(role, max_message_size=max_size)
+        conn = cls(role, max_message_size=max_size)
         conn.code_sets_chosen = code_sets_chosen
         conn.receive_data(data)
         results.append((outcome(fn, conn), _connection_state(conn)))
@@ -187,6 +213,8 @@ def test_next_common_agrees(msg: Request | Reply, where: int, value: int, cut: i
     next_common_same(role, data + tail, chosen)
     next_common_same(role, mutate(data, where, value, cut) + tail, chosen)
     next_common_same(role, data, chosen, max_size=len(data) - 13)  # one octet over the limit
+    next_common_same(role, data + tail, chosen, cls=Subclassed)
+    next_common_same(role, data + tail, chosen, cls=Narrowed)
 
 
 @MANY
@@ -208,14 +236,15 @@ def test_next_common_leaves_what_the_general_path_must_see() -> None:
     assert conn.next_event() == codec.decode(request[:12], request[12:])
 
 
-def reads_same(role: Role, chunks: list[bytes | bytearray], eof: bool, max_size: int = 1 << 20) -> None:
+def reads_same(role: Role, chunks: list[bytes | bytearray], eof: bool, max_size: int = 1 << 20,
+               cls: type[GIOPConnection] = GIOPConnection) -> None:
     """The Python and the compiled ``receive_data``/``next_event`` on two connections
-    fed the same reads: the same events (or errors) and the same state after each."""
+    (of class ``cls``) fed the same reads: the same events (or errors) and the same state after each."""
     results = []
     for receive, next_event in ((original("GIOPConnection.receive_data"),
                                  original("GIOPConnection.next_event")),
                                 (cframing.receive_data, cframing.next_event)):
-        conn = GIOPConnection(role, max_message_size=max_size)
+        conn = cls(role, max_message_size=max_size)
         conn.code_sets_chosen = True
         seen: list[object] = []
         for chunk in [*chunks, b""] if eof else chunks:
@@ -248,6 +277,8 @@ def test_per_read_methods_agree(msgs: list[Request | Reply], cuts: list[int], wh
     if as_bytearray:  # not bytes: the compiled twin hands the read to the original
         reads_same(role, [bytearray(c) for c in chunks], eof)
     reads_same(role, chunks, eof, max_size=max(0, min(len(encode(m)) for m in msgs) - 13))  # the shortest one octet over
+    reads_same(role, chunks, eof, cls=Subclassed)
+    reads_same(role, chunks, eof, cls=Narrowed)
 
 
 @MANY
@@ -263,3 +294,14 @@ def test_the_compiled_per_read_methods_are_the_connections_when_the_accelerator_
     compiled = _accelerator.status().compiled
     assert (GIOPConnection.next_event is cframing.next_event) == compiled
     assert (GIOPConnection.receive_data is cframing.receive_data) == compiled
+
+
+def test_a_connection_whose_slots_are_unset_raises_as_the_original_does() -> None:
+    """A slot read at its offset may be empty (an instance made without ``__init__``):
+    the twins then read it through getattr, and raise AttributeError as the originals do
+    (naming the first empty slot each reads)."""
+    for name, args in (("GIOPConnection.next_event", ()), ("GIOPConnection.receive_data", (b"GIOP",)),
+                       ("_next_common", ())):
+        compiled = getattr(cframing, name.rpartition(".")[2])
+        results = [outcome(fn, GIOPConnection.__new__(GIOPConnection), *args) for fn in (original(name), compiled)]
+        assert [(kind, error[0]) for kind, error in results] == [("raises", AttributeError)] * 2, name
