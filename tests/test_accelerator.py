@@ -25,9 +25,10 @@ import pytest
 import pyorb
 from pyorb import _accelerator
 from pyorb.aio import direct  # noqa: F401  (each module imported declares its twins)
-from pyorb.client import blocking, calls  # noqa: F401
+from pyorb.client import blocking, calls, invocation  # noqa: F401
 from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal.layout import valuetypes  # noqa: F401
+from pyorb.server.call import reply  # noqa: F401
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes
 

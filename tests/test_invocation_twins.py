@@ -8,7 +8,8 @@ deadline and the connection's pending table in the same state: whatever the
 reply status, the result's type (none, one number, text, wide text,
 several results, a sequence), the body (well formed, or bytes that do not
 decode), its alignment and fragmentation, the connection's char code set,
-the call's deadline, and calls settled before their reply came.  They run
+the call's deadline, calls settled before their reply came, and calls of
+a subclass.  They run
 where the compiled accelerator is in use (the originals are kept in
 ``pyorb._accelerator.TWINS``) and are skipped in a pure-Python process.
 """
@@ -68,6 +69,12 @@ ORIGINALS: dict[str, Any] = {
 ensure_orb()  # text marshals only once omniORB's ORB knows its code sets
 
 
+class Traced(Invocation):
+    """A call of another class that keeps ``complete``: the twin reads its slots through getattr."""
+
+    __slots__ = ()
+
+
 def twins() -> dict[str, Any]:
     """The compiled functions; the tests that need them are skipped in a pure-Python process."""
     if not pyorb.accelerated():
@@ -108,6 +115,7 @@ def one_call(draw: st.DrawFn) -> dict[str, Any]:
         "timeout": draw(st.sampled_from([None, 30.0])),
         "settled_first": draw(st.sampled_from([False, False, False, True])),
         "answered": draw(st.sampled_from([True, True, True, False])),
+        "call_class": draw(st.sampled_from([Invocation, Invocation, Traced])),
     }
 
 
@@ -139,7 +147,7 @@ async def _deliver(loop: asyncio.AbstractEventLoop, methods: dict[str, Any], cal
     deadlines = Deadlines()
     invs = []
     for rid, call in enumerate(calls, 1):
-        inv = Invocation(call["op"], (), loop, client, TARGET)
+        inv = call["call_class"](call["op"], (), loop, client, TARGET)
         if call["timeout"] is not None:
             inv.expire_in(call["timeout"], loop, deadlines)
         inv.conn, inv.request_id, inv.route = conn, rid, route
@@ -182,7 +190,7 @@ def test_the_compiled_delivery_gives_a_plain_value_and_leaves_the_rest_to_the_or
     ping = OPERATIONS["ulonglong"]
     good = {"op": ping, "body": (2**40 + 3).to_bytes(8, "little"), "status": ReplyStatus.NO_EXCEPTION,
             "little_endian": True, "body_offset": 24, "fragment_starts": (), "timeout": 30.0,
-            "settled_first": False, "answered": True}
+            "settled_first": False, "answered": True, "call_class": Invocation}
     bad = {**good, "body": b"\x01"}
     outcomes, pending, deadlines = deliver(loop, compiled, [good, bad], CS_UTF8)
     assert outcomes[0] == ("value", 2**40 + 3)

@@ -5,7 +5,7 @@ For the same operation, servant value, request id, byte order, connection
 same reply bytes, or both None (the value does not marshal, or the reply is
 over the limit): whatever the result's type (none, one number, text, wide
 text, several results, a sequence), and values of the wrong type or out of
-range.  They run where the compiled accelerator is in use (the original
+range, on a connection core of its own class or of a subclass.  They run where the compiled accelerator is in use (the original
 is kept in ``pyorb._accelerator.TWINS``) and are skipped in a pure-Python
 process.
 """
@@ -63,6 +63,12 @@ ORIGINAL: Any = _accelerator.original("pyorb.server.call.reply.plain_reply_12")
 ensure_orb()  # text marshals only once omniORB's ORB knows its code sets
 
 
+class Core(GIOPConnection):
+    """A connection core of another class: the twin reads its slots through getattr, not at their offsets."""
+
+    __slots__ = ()
+
+
 def twin() -> Any:
     """The compiled function; the tests that need it are skipped in a pure-Python process."""
     if not pyorb.accelerated():
@@ -97,13 +103,14 @@ def one_reply(draw: st.DrawFn) -> tuple[Operation, Any]:
     char_set=st.sampled_from([CS_UTF8, CS_ISO8859_1]),
     fragment=st.sampled_from([None, None, 64, 4096]),
     over=st.sampled_from([-1, 0, 1, None]),
+    core_class=st.sampled_from([GIOPConnection, GIOPConnection, Core]),
 )
 def test_the_compiled_reply_gives_what_the_python_one_gives(
     replies: list[tuple[Operation, Any]], request_id: int, little_endian: bool, char_set: int,
-    fragment: int | None, over: int | None,
+    fragment: int | None, over: int | None, core_class: type[GIOPConnection],
 ) -> None:
     compiled = twin()
-    core = GIOPConnection(Role.SERVER, max_fragment_size=fragment)
+    core = core_class(Role.SERVER, max_fragment_size=fragment)
     core.char_set = char_set
     for op, value in replies:
         # The size limit at the reply's own size, one under or over it, or far away.

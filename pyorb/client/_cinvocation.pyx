@@ -16,8 +16,10 @@ outcome and a connection with the same pending calls.
 
 from pyorb.client import connection as _connection
 from pyorb.client import invocation as _invocation
+from pyorb.giop._cframing cimport _get, _slot_offsets
 from pyorb.giop.codesets import CS_UTF8
 from pyorb.giop.messages import Reply, ReplyStatus
+from pyorb.marshal.body import BodyCodec, Operation
 from pyorb.marshal.orb import cdr_unmarshal
 
 # The originals: every case but the common one.
@@ -28,30 +30,53 @@ cdef object _NO_EXCEPTION = ReplyStatus.NO_EXCEPTION
 cdef object _UTF8 = CS_UTF8
 
 
+# The slots _settle reads, at their offsets for objects of exactly these classes
+# (a generic attribute lookup from C costs about a hundred instructions).
+cdef object _Invocation = _invocation.Invocation
+cdef tuple _REPLY = _slot_offsets(Reply, ("reply_status", "body", "body_offset", "fragment_starts", "little_endian"))
+cdef tuple _CALL = _slot_offsets(_Invocation, ("op", "conn", "intercepted", "member", "deadlines"))
+cdef tuple _OPERATION = _slot_offsets(Operation, ("_result_shape", "results"))
+cdef tuple _CODEC = _slot_offsets(BodyCodec, ("_one", "_strings"))
+cdef bint _KNOWN = not (_REPLY is None or _CALL is None or _OPERATION is None or _CODEC is None)
+cdef Py_ssize_t _STATUS, _BODY, _BODY_OFFSET, _FRAGMENTS, _LITTLE, _OP, _CONN, _INTERCEPTED, _MEMBER, _DEADLINES
+cdef Py_ssize_t _SHAPE, _RESULTS, _ONE, _STRINGS
+if _KNOWN:
+    _STATUS, _BODY, _BODY_OFFSET, _FRAGMENTS, _LITTLE = _REPLY
+    _OP, _CONN, _INTERCEPTED, _MEMBER, _DEADLINES = _CALL
+    _SHAPE, _RESULTS = _OPERATION
+    _ONE, _STRINGS = _CODEC
+
+
 cdef bint _settle(inv, reply) except -1:
     """Complete ``inv`` with a common ``reply``; False if it is not one (the original's way)."""
-    if reply.reply_status is not _NO_EXCEPTION or inv.intercepted is not None or inv.member is not None:
+    cdef bint fast = _KNOWN and type(inv) is _Invocation and type(reply) is _Reply
+    if (_get(reply, fast, _STATUS, "reply_status") is not _NO_EXCEPTION
+            or _get(inv, fast, _INTERCEPTED, "intercepted") is not None
+            or _get(inv, fast, _MEMBER, "member") is not None):
         return False
-    conn = inv.conn
+    conn = _get(inv, fast, _CONN, "conn")
     if conn is None:
         return False
-    op = inv.op
-    shape = op._result_shape
+    op = _get(inv, fast, _OP, "op")
+    cdef bint fast_op = fast and type(op) is Operation
+    shape = _get(op, fast_op, _SHAPE, "_result_shape")
     if shape == 0:
         value = None
     elif shape == 1:
-        results = op.results
-        one = results._one
-        if (one is None or reply.body_offset & 7 or reply.fragment_starts
-                or (results._strings and conn.core.char_set != _UTF8)):
+        results = _get(op, fast_op, _RESULTS, "results")
+        fast_codec = fast_op and type(results) is BodyCodec
+        one = _get(results, fast_codec, _ONE, "_one")
+        if (one is None or _get(reply, fast, _BODY_OFFSET, "body_offset") & 7
+                or _get(reply, fast, _FRAGMENTS, "fragment_starts")
+                or (_get(results, fast_codec, _STRINGS, "_strings") and conn.core.char_set != _UTF8)):
             return False
         try:
-            value = cdr_unmarshal(one, reply.body, reply.little_endian)
+            value = cdr_unmarshal(one, _get(reply, fast, _BODY, "body"), _get(reply, fast, _LITTLE, "little_endian"))
         except Exception:  # the original reads it again, logs it and fails the call with MARSHAL
             return False
     else:
         return False
-    if inv.deadlines is not None:  # else nothing to release: the connection has dropped the call
+    if _get(inv, fast, _DEADLINES, "deadlines") is not None:  # else nothing to release: the connection dropped the call
         inv.release()
     inv.set_result(value)
     return True

@@ -80,34 +80,18 @@ cdef tuple _slot_setters(cls, tuple fields):
     return tuple(cls.__dict__[name] for name in fields)
 
 
-cdef extern from *:
-    """
-    #include <structmember.h>
-    /* The byte offset of the slot a member descriptor reads and writes, or -1
-       if it is not a plain object slot (T_OBJECT_EX, writable). */
-    static Py_ssize_t pyorb_slot_offset(PyObject *descr) {
-        PyMemberDef *m;
-        if (Py_TYPE(descr) != &PyMemberDescr_Type)
-            return -1;
-        m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
-            return -1;
-        return m->offset;
-    }
-    /* The slot at `offset` of `obj` (borrowed; NULL if unset). */
-    #define pyorb_slot(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
-    /* What the member descriptor's __set__ does for a plain object slot. */
-    static void pyorb_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
-        PyObject **addr = (PyObject **)((char *)obj + offset);
-        PyObject *old = *addr;
-        Py_INCREF(value);
-        *addr = value;
-        Py_XDECREF(old);
-    }
-    """
-    Py_ssize_t _slot_offset "pyorb_slot_offset"(object descr)
-    PyObject* _slot "pyorb_slot"(object obj, Py_ssize_t offset)
-    void _slot_set "pyorb_slot_set"(object obj, Py_ssize_t offset, object value)
+cdef tuple _slot_offsets(cls, tuple names):
+    """The offsets of ``cls``'s plain object slots ``names`` (as ``_get`` and ``_put`` take them),
+    or None if one of them is not such a slot of ``cls`` itself."""
+    cdef list offsets = []
+    cdef Py_ssize_t offset
+    for name in names:
+        descr = cls.__dict__.get(name)
+        offset = -1 if descr is None else _slot_offset(descr)
+        if offset < 0:
+            return None
+        offsets.append(offset)
+    return tuple(offsets)
 
 
 # GIOPConnection's slots that the per-read twins use (twins.CONNECTION_STATE),
@@ -128,11 +112,8 @@ cdef int _bind() except -1:
     global _Conn, _BUF, _POS, _HEADER, _TRAINS, _RECEIVES, _ERROR, _EOF, _MAX_SIZE, _CHOSEN, _PEER_VERSION, _PEER_LE
     from pyorb.giop.connection import GIOPConnection
     from pyorb.giop.twins import CONNECTION_STATE
-    cdef list offsets = []
-    for name in CONNECTION_STATE:
-        descr = GIOPConnection.__dict__.get(name)
-        offsets.append(-1 if descr is None else _slot_offset(descr))
-    if -1 in offsets:
+    offsets = _slot_offsets(GIOPConnection, CONNECTION_STATE)
+    if offsets is None:
         _Conn = _NoConnection
         return 0
     (_BUF, _POS, _HEADER, _TRAINS, _RECEIVES, _ERROR, _EOF, _MAX_SIZE, _CHOSEN, _PEER_VERSION,
@@ -146,23 +127,6 @@ cdef inline bint _by_offset(conn) except -1:
     if _Conn is None:
         _bind()
     return type(conn) is _Conn
-
-
-cdef inline object _get(conn, bint fast, Py_ssize_t offset, str name):
-    cdef PyObject* value
-    if fast:
-        value = _slot(conn, offset)
-        if value != NULL:
-            return <object>value
-    return getattr(conn, name)  # unset: the AttributeError getattr gives
-
-
-cdef inline int _put(conn, bint fast, Py_ssize_t offset, str name, value) except -1:
-    if fast:
-        _slot_set(conn, offset, value)
-    else:
-        setattr(conn, name, value)
-    return 0
 
 
 cdef object _Request = _messages.Request
