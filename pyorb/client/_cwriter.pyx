@@ -15,7 +15,11 @@ bytes, errors and connection state for the same requests.
 
 from pyorb.client import calls as _calls
 from pyorb.giop import fast12 as _fast12
+from pyorb.giop._cframing cimport _get, _slot_offsets
+from pyorb.giop.codesets import CS_UTF8
 from pyorb.giop.messages import GIOP_1_2, SYNC_NONE, SYNC_WITH_TARGET
+from pyorb.marshal.body import BodyCodec, Operation
+from pyorb.marshal.orb import cdr_marshal
 
 from omniORB import CORBA
 
@@ -30,6 +34,16 @@ _encode = _fast12.encode_request_12
 _encode_contexts = _fast12.encode_request_12_contexts
 _SystemException = CORBA.SystemException
 _GIOP_1_2 = GIOP_1_2
+cdef object _UTF8 = CS_UTF8
+
+# The slots numbered_body reads, at their offsets for objects of exactly these classes.
+cdef tuple _CODEC = _slot_offsets(BodyCodec, ("_simple", "_strings", "_descs"))
+cdef tuple _OPERATION = _slot_offsets(Operation, ("args",))
+cdef bint _KNOWN = not (_CODEC is None or _OPERATION is None)
+cdef Py_ssize_t _SIMPLE, _STRINGS, _DESCS, _ARGS
+if _KNOWN:
+    _SIMPLE, _STRINGS, _DESCS = _CODEC
+    (_ARGS,) = _OPERATION
 
 
 cdef class RequestWriter:
@@ -68,15 +82,30 @@ cdef class RequestWriter:
         return _original_cancel(self, request_id)
 
 
-def numbered_body(writer, op, args):
+def numbered_body(RequestWriter writer not None, op, args):
     """The next request id of ``writer`` (counted) and the GIOP 1.2 body of a call of ``op`` with ``args``,
     once the connection's code sets are chosen: what a common request takes, whatever its header
-    (``RequestWriter.request`` here; the blocking client's compiled call, which adds a deadline's context)."""
+    (``RequestWriter.request`` here; the blocking client's compiled call, which adds a deadline's context).
+    ``writer`` is this module's class (every writer is, where the twins run): its fields are read as C fields."""
     rid = writer._next_id
     step = writer._step
     writer._next_id = rid + step if rid <= 0xFFFFFFFF - step else writer._first_id
+    cdef bint fast = _KNOWN and type(op) is Operation
+    codec = _get(op, fast, _ARGS, "args")
+    char_set = writer.core.char_set
     try:
-        body = op.args.pack(args, 0, writer.little_endian, writer.core.char_set)
+        fast = fast and type(codec) is BodyCodec
+        if (type(args) is tuple and len(<tuple>args) == 1 and _get(codec, fast, _SIMPLE, "_simple")
+                and (char_set == _UTF8 or not _get(codec, fast, _STRINGS, "_strings"))):
+            # BodyCodec.pack's common case without its frame: one padding-free value, straight to omniORB.
+            try:
+                body = cdr_marshal(_get(codec, fast, _DESCS, "_descs")[0], (<tuple>args)[0], writer.little_endian)
+            except _SystemException:
+                raise
+            except Exception as exc:
+                raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
+        else:
+            body = codec.pack(args, 0, writer.little_endian, char_set)
     except _SystemException as exc:
         raise op.argument_error(args, exc) from None
     if len(body) > writer.max_message_size:
