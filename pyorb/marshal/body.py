@@ -23,6 +23,7 @@ from omniORB import CORBA
 from pyorb.giop.cdr import CDRReader
 from pyorb.giop.errors import ProtocolError
 from pyorb.giop.codesets import CODE_SET_CODECS, CS_UTF8
+from pyorb import _accelerator
 from pyorb.marshal import layout
 from pyorb.marshal import wide
 from pyorb.marshal.orb import Descriptor, cdr_marshal, cdr_unmarshal
@@ -555,3 +556,8 @@ def operation_descriptors(interface: type) -> dict[str, tuple[Any, ...]]:
 # The CORBA::Object operations every object answers, known to both sides.
 IS_A = Operation("_is_a", (((18, 0),), (8,), None))
 NON_EXISTENT = Operation("_non_existent", ((), (8,), None))
+
+
+# With the compiled accelerator, the C twins take their places: once per request and reply a body is read or written.
+_accelerator.twin(__name__, "BodyCodec.pack", "pyorb.marshal._cbody")
+_accelerator.twin(__name__, "BodyCodec.unpack", "pyorb.marshal._cbody")

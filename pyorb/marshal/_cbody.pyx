@@ -1,0 +1,65 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""A body's one value in C: the compiled twins of ``BodyCodec.pack`` and ``BodyCodec.unpack``.
+
+Most operations take or return one number, a struct of numbers or an enum,
+and for those both methods hand the value straight to omniORB: in Python
+that is a frame and a few slot reads around one marshal call, paid once per
+request and once per reply.  These twins do that case (one padding-free
+value at an aligned start, text read or written in UTF-8 if it holds any)
+without the frame, reading the codec's slots at their offsets; every other
+body goes to the Python originals, so errors and every other case come from
+one place.  tests/test_body_twins.py checks that both give the same bytes,
+values or errors.
+"""
+
+from omniORB import CORBA
+
+from pyorb.giop._cframing cimport _get, _slot_offsets
+from pyorb.giop.codesets import CS_UTF8
+from pyorb.marshal import body as _body
+from pyorb.marshal.orb import cdr_marshal, cdr_unmarshal
+
+# The originals: every case but the common one.
+_original_pack = _body.BodyCodec.pack
+_original_unpack = _body.BodyCodec.unpack
+cdef object _BodyCodec = _body.BodyCodec
+cdef object _UTF8 = CS_UTF8
+cdef object _SystemException = CORBA.SystemException
+
+# The codec's slots, at their offsets for a codec of exactly this class.
+cdef tuple _CODEC = _slot_offsets(_BodyCodec, ("_simple", "_strings", "_descs", "_one"))
+cdef bint _KNOWN = _CODEC is not None
+cdef Py_ssize_t _SIMPLE, _STRINGS, _DESCS, _ONE
+if _KNOWN:
+    _SIMPLE, _STRINGS, _DESCS, _ONE = _CODEC
+
+
+def pack(self, values, align, little_endian, char_set=_UTF8, wide11=False):
+    """As :meth:`pyorb.marshal.body.BodyCodec.pack`."""
+    cdef bint fast = _KNOWN and type(self) is _BodyCodec
+    if (wide11 or type(values) is not tuple or len(<tuple>values) != 1 or align & 7
+            or not _get(self, fast, _SIMPLE, "_simple")
+            or (char_set != _UTF8 and _get(self, fast, _STRINGS, "_strings"))):
+        return _original_pack(self, values, align, little_endian, char_set, wide11)
+    try:
+        return cdr_marshal(_get(self, fast, _DESCS, "_descs")[0], (<tuple>values)[0], little_endian)
+    except _SystemException:
+        raise
+    except Exception:  # the original's BAD_PARAM, chained to what omniORB raised
+        return _original_pack(self, values, align, little_endian, char_set, wide11)
+
+
+def unpack(self, body, align, little_endian, fragment_starts=(), bounds=_body.layout.DEFAULT_BOUNDS,
+           char_set=_UTF8, wide11=False):
+    """As :meth:`pyorb.marshal.body.BodyCodec.unpack`."""
+    cdef bint fast = _KNOWN and type(self) is _BodyCodec
+    one = _get(self, fast, _ONE, "_one")
+    if (one is None or align & 7 or fragment_starts
+            or (char_set != _UTF8 and _get(self, fast, _STRINGS, "_strings"))):
+        return _original_unpack(self, body, align, little_endian, fragment_starts, bounds, char_set, wide11)
+    try:
+        return (cdr_unmarshal(one, body, little_endian),)
+    except _SystemException:
+        raise
+    except Exception:  # the original's MARSHAL, which says why
+        return _original_unpack(self, body, align, little_endian, fragment_starts, bounds, char_set, wide11)
