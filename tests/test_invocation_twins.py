@@ -22,7 +22,6 @@ from typing import Any, Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from omniORB import tcInternal
 
 import pyorb
 from pyorb import _accelerator
@@ -35,21 +34,13 @@ from pyorb.giop.ior import parse_reference
 from pyorb.giop.messages import GIOP_1_2, LocateReply, LocateStatus, Reply, ReplyStatus
 from pyorb.marshal import Operation
 from pyorb.marshal.orb import ensure_orb
+from tests import test_reply_twin as reply_twin
 
 MANY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.function_scoped_fixture])
 
-STRING = (tcInternal.tv_string, 0)
-WSTRING = (tcInternal.tv_wstring, 0)
-RESULTS: dict[str, tuple[Any, ...]] = {
-    "ulonglong": (tcInternal.tv_ulonglong,),
-    "double": (tcInternal.tv_double,),
-    "string": (STRING,),
-    "wstring": (WSTRING,),
-    "void": (),
-    "long and string": (tcInternal.tv_long, STRING),
-    "sequence": ((tcInternal.tv_sequence, tcInternal.tv_long, 0),),
-}
+# The result types of the server's reply twin test, less the ones that add nothing here.
+RESULTS = {name: types for name, types in reply_twin.RESULTS.items() if name not in ("long", "boolean", "octet")}
 OPERATIONS = {name: Operation(name.replace(" ", "_"), ((), types, {})) for name, types in RESULTS.items()}
 VALUES: dict[str, st.SearchStrategy[tuple[Any, ...]]] = {
     "ulonglong": st.tuples(st.integers(0, 2**64 - 1)),
