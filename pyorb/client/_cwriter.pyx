@@ -16,10 +16,9 @@ bytes, errors and connection state for the same requests.
 from pyorb.client import calls as _calls
 from pyorb.giop import fast12 as _fast12
 from pyorb.giop._cframing cimport _get, _slot_offsets
-from pyorb.giop.codesets import CS_UTF8
 from pyorb.giop.messages import GIOP_1_2, SYNC_NONE, SYNC_WITH_TARGET
-from pyorb.marshal.body import BodyCodec, Operation
-from pyorb.marshal.orb import cdr_marshal
+from pyorb.marshal._cbody cimport pack_one
+from pyorb.marshal.body import Operation
 
 from omniORB import CORBA
 
@@ -34,15 +33,12 @@ _encode = _fast12.encode_request_12
 _encode_contexts = _fast12.encode_request_12_contexts
 _SystemException = CORBA.SystemException
 _GIOP_1_2 = GIOP_1_2
-cdef object _UTF8 = CS_UTF8
 
-# The slots numbered_body reads, at their offsets for objects of exactly these classes.
-cdef tuple _CODEC = _slot_offsets(BodyCodec, ("_simple", "_strings", "_descs"))
+# The slot numbered_body reads, at its offset for an operation of exactly this class.
 cdef tuple _OPERATION = _slot_offsets(Operation, ("args",))
-cdef bint _KNOWN = not (_CODEC is None or _OPERATION is None)
-cdef Py_ssize_t _SIMPLE, _STRINGS, _DESCS, _ARGS
+cdef bint _KNOWN = _OPERATION is not None
+cdef Py_ssize_t _ARGS
 if _KNOWN:
-    _SIMPLE, _STRINGS, _DESCS = _CODEC
     (_ARGS,) = _OPERATION
 
 
@@ -90,21 +86,18 @@ def numbered_body(RequestWriter writer not None, op, args):
     rid = writer._next_id
     step = writer._step
     writer._next_id = rid + step if rid <= 0xFFFFFFFF - step else writer._first_id
-    cdef bint fast = _KNOWN and type(op) is Operation
-    codec = _get(op, fast, _ARGS, "args")
+    codec = _get(op, _KNOWN and type(op) is Operation, _ARGS, "args")
     char_set = writer.core.char_set
     try:
-        fast = fast and type(codec) is BodyCodec
-        if (type(args) is tuple and len(<tuple>args) == 1 and _get(codec, fast, _SIMPLE, "_simple")
-                and (char_set == _UTF8 or not _get(codec, fast, _STRINGS, "_strings"))):
-            # BodyCodec.pack's common case without its frame: one padding-free value, straight to omniORB.
+        body = None
+        if type(args) is tuple and len(<tuple>args) == 1:
             try:
-                body = cdr_marshal(_get(codec, fast, _DESCS, "_descs")[0], (<tuple>args)[0], writer.little_endian)
+                body = pack_one(codec, (<tuple>args)[0], char_set, writer.little_endian)
             except _SystemException:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # BodyCodec.pack's error for a value of the wrong type
                 raise CORBA.BAD_PARAM(0, CORBA.COMPLETED_NO) from exc
-        else:
+        if body is None:
             body = codec.pack(args, 0, writer.little_endian, char_set)
     except _SystemException as exc:
         raise op.argument_error(args, exc) from None

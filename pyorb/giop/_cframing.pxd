@@ -8,7 +8,7 @@ cdef extern from *:
     #include <structmember.h>
     /* The byte offset of the slot a member descriptor reads and writes, or -1
        if it is not a plain object slot (T_OBJECT_EX, writable). */
-    static Py_ssize_t pyorb_slot_offset(PyObject *descr) {
+    static inline Py_ssize_t pyorb_slot_offset(PyObject *descr) {
         PyMemberDef *m;
         if (Py_TYPE(descr) != &PyMemberDescr_Type)
             return -1;
@@ -20,7 +20,7 @@ cdef extern from *:
     /* The slot at `offset` of `obj` (borrowed; NULL if unset). */
     #define pyorb_slot(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
     /* What the member descriptor's __set__ does for a plain object slot. */
-    static void pyorb_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+    static inline void pyorb_slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value) {
         PyObject **addr = (PyObject **)((char *)obj + offset);
         PyObject *old = *addr;
         Py_INCREF(value);

@@ -34,19 +34,28 @@ if _KNOWN:
     _SIMPLE, _STRINGS, _DESCS, _ONE = _CODEC
 
 
+cdef object pack_one(codec, value, char_set, little_endian):
+    """The body of ``(value,)`` for ``codec`` at an aligned start if that is the common case (one
+    padding-free value, text in UTF-8 if it holds any), else None; raises what omniORB raises,
+    which each caller turns into its own error.  The request and reply writers' twins call it too."""
+    cdef bint fast = _KNOWN and type(codec) is _BodyCodec
+    if not _get(codec, fast, _SIMPLE, "_simple") or (char_set != _UTF8 and _get(codec, fast, _STRINGS, "_strings")):
+        return None
+    return cdr_marshal(_get(codec, fast, _DESCS, "_descs")[0], value, little_endian)
+
+
 def pack(self, values, align, little_endian, char_set=_UTF8, wide11=False):
     """As :meth:`pyorb.marshal.body.BodyCodec.pack`."""
-    cdef bint fast = _KNOWN and type(self) is _BodyCodec
-    if (wide11 or type(values) is not tuple or len(<tuple>values) != 1 or align & 7
-            or not _get(self, fast, _SIMPLE, "_simple")
-            or (char_set != _UTF8 and _get(self, fast, _STRINGS, "_strings"))):
-        return _original_pack(self, values, align, little_endian, char_set, wide11)
-    try:
-        return cdr_marshal(_get(self, fast, _DESCS, "_descs")[0], (<tuple>values)[0], little_endian)
-    except _SystemException:
-        raise
-    except Exception:  # the original's BAD_PARAM, chained to what omniORB raised
-        return _original_pack(self, values, align, little_endian, char_set, wide11)
+    if not (wide11 or type(values) is not tuple or len(<tuple>values) != 1 or align & 7):
+        try:
+            body = pack_one(self, (<tuple>values)[0], char_set, little_endian)
+        except _SystemException:
+            raise
+        except Exception:  # the original's BAD_PARAM, chained to what omniORB raised
+            body = None
+        if body is not None:
+            return body
+    return _original_pack(self, values, align, little_endian, char_set, wide11)
 
 
 def unpack(self, body, align, little_endian, fragment_starts=(), bounds=_body.layout.DEFAULT_BOUNDS,
