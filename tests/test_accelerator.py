@@ -24,7 +24,7 @@ import pytest
 
 import pyorb
 from pyorb import _accelerator
-from pyorb.aio import direct  # noqa: F401  (each module imported declares its twins)
+from pyorb.aio import direct, protocol  # noqa: F401  (each module imported declares its twins)
 from pyorb.client import blocking, calls, invocation  # noqa: F401
 from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal.layout import valuetypes  # noqa: F401
@@ -96,6 +96,26 @@ def test_the_state_ci_expects() -> None:
     if expected is None:
         pytest.skip("PYORB_EXPECT_ACCELERATED is not set (CI sets it)")
     assert pyorb.accelerated() == (expected == "1"), _accelerator.status()
+
+
+@pytest.mark.parametrize("first", sorted({t.home for t in _accelerator.TWINS.values()} | {"pyorb", "pyorb.servers.sink"}))
+def test_every_twin_is_in_place_whichever_module_a_process_imports_first(first: str) -> None:
+    """A compiled module imports its originals' home, and cimports other compiled modules, which
+    import theirs: whichever of pyorb's modules a process imports first, every twin ends up in place."""
+    if not pyorb.accelerated():
+        pytest.skip("the compiled accelerator is not in use")
+    homes = sorted({t.home for t in _accelerator.TWINS.values()})
+    code = (
+        f"import importlib, {first}, pyorb, pyorb._accelerator as a\n"
+        f"for home in {homes!r}:\n"
+        "    importlib.import_module(home)\n"
+        "assert pyorb.accelerated(), a.status()\n"
+        "missing = [k for k, t in a.TWINS.items() if not t.in_place]\n"
+        "assert not missing and set(a.TWINS) == set(%r), missing\n" % sorted(_accelerator.TWINS)
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=os.environ, cwd=ROOT, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_no_extensions_means_pure_python() -> None:
