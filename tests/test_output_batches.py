@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import pyorb
+from pyorb import _accelerator
 from pyorb.aio.protocol import GIOPProtocol
 from pyorb.client.connection import ClientConnection
 from pyorb.testing.waiting import wait_until
@@ -119,6 +120,9 @@ def test_a_client_connection_runs_the_transports_per_message_code_in_a_copy_of_i
     each specialise their own copy of the per-read and per-write methods: the
     same code, in a code object the other class never runs."""
     mine, base = getattr(ClientConnection, name), getattr(GIOPProtocol, name)
+    if _accelerator.TWINS[f"pyorb.aio.protocol.GIOPProtocol.{name}"].in_place:
+        assert mine is base  # one compiled twin: it has no interpreter caches to keep apart
+        return
     assert mine.__code__ is not base.__code__
     assert (mine.__code__.co_code, mine.__code__.co_consts, mine.__code__.co_names) == \
         (base.__code__.co_code, base.__code__.co_consts, base.__code__.co_names)

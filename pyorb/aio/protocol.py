@@ -29,6 +29,7 @@ import threading
 import types
 from typing import Any, Protocol, cast
 
+from pyorb import _accelerator
 from pyorb.aio.direct import DirectWriter, open_direct
 from pyorb.aio.flow import ReadGate
 from pyorb.config import Config
@@ -81,6 +82,8 @@ def own_code(function: Any) -> Any:
     every read takes the generic lookup.  A subclass that binds its own copy
     of such a method (the same code, copied) keeps both specialised.
     """
+    if not isinstance(function, types.FunctionType):  # a compiled twin: no interpreter caches to keep apart
+        return function
     return types.FunctionType(function.__code__.replace(), function.__globals__, function.__name__,
                               function.__defaults__, function.__closure__)
 
@@ -556,3 +559,8 @@ class GIOPProtocol(asyncio.Protocol):
         self._read_timer = None
         self._protocol_error(ProtocolError(f"incomplete message stalled for {self.config.read_timeout} s"))
 
+
+# With the compiled accelerator, the C twins take their places: every call crosses them twice.
+for _name in ("data_received", "_process", "send", "_flush"):
+    _accelerator.twin(__name__, f"GIOPProtocol.{_name}", "pyorb.aio._cprotocol")
+del _name
