@@ -241,7 +241,7 @@ def test_connections_of_pyorbs_own_classes_run_compiled_and_others_the_originals
 
     class Hides(GIOPProtocol):
         __slots__ = ()
-        _wrote = property(lambda self: False)  # type: ignore[assignment]
+        _wrote = property(lambda self: False)
 
     async def go() -> None:
         config = Config()
