@@ -28,6 +28,7 @@ from pyorb.aio import direct, protocol  # noqa: F401  (each module imported decl
 from pyorb.client import blocking, calls, invocation  # noqa: F401
 from pyorb.giop import codec, connection, fast12, header, twins
 from pyorb.marshal.layout import valuetypes  # noqa: F401
+from pyorb.server import requests  # noqa: F401
 from pyorb.server.call import reply  # noqa: F401
 
 pytestmark = pytest.mark.integration  # opens sockets or starts processes

@@ -82,11 +82,16 @@ cdef tuple _slot_setters(cls, tuple fields):
 
 cdef tuple _slot_offsets(cls, tuple names):
     """The offsets of ``cls``'s plain object slots ``names`` (as ``_get`` and ``_put`` take them),
-    or None if one of them is not such a slot of ``cls`` itself."""
+    or None if one of them is not such a slot: what ``cls``'s instances find under the name,
+    through its MRO, must be a member descriptor (a subclass may hide a slot behind a property)."""
     cdef list offsets = []
     cdef Py_ssize_t offset
     for name in names:
-        descr = cls.__dict__.get(name)
+        descr = None
+        for klass in cls.__mro__:
+            descr = vars(klass).get(name)
+            if descr is not None:
+                break
         offset = -1 if descr is None else _slot_offset(descr)
         if offset < 0:
             return None

@@ -39,7 +39,7 @@ class Style(enum.Enum):
     AMH = "amh"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpEntry:
     """How to call one operation of one servant class."""
 

@@ -1,0 +1,159 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""A server connection's requests in C: the compiled twin of ``RequestHandler.message_received``.
+
+Every request a server reads passes ``message_received``, ``_request`` and
+``serve`` before its servant runs: in Python three frames (four with
+``Request.response_expected``) of checks that, for the common request, all
+pass.  This twin makes the same checks in one, reading the slots of the
+handler, the request, the binding, the route and its recorder at their
+offsets, and hands the request on as the originals do: a plain synchronous
+servant answered inline goes to ``_answer_inline`` (which stays in Python:
+``pyorb.current()`` finds the request in its frame); anything else to the
+original method that would have taken it next (``message_received`` for
+any message but a GIOP 1.2-style request it can judge, ``serve`` once the
+servant is found), so every error, refusal and strategy is still the
+Python code's.  tests/test_request_twin.py checks that both answer the same
+requests with the same bytes and leave the same statistics.
+"""
+
+from pyorb.giop._cframing cimport _get, _put, _slot_offsets
+from pyorb.giop.codesets import CHAR_CONVERSIONS
+from pyorb.giop.connection import GIOPConnection
+from pyorb.giop.messages import GIOP_1_2, Request
+from pyorb.marshal.body import BodyCodec, Operation
+from pyorb.server import requests as _requests
+from pyorb.server.adapter import Binding, Route
+from pyorb.server.call.servant import OpEntry, Style
+from pyorb.server.call.stats import Recorder
+
+# The originals, taken while the class still holds them (the twin declaration
+# at the end of pyorb.server.requests imports this module).
+cdef object _Handler = _requests.RequestHandler
+_original = _Handler.message_received
+cdef object _serve = _Handler.serve
+cdef object _answer_inline = _Handler._answer_inline
+cdef object _not_here = _Handler._not_here
+cdef object _intercept = _Handler._intercept
+# The methods the originals call on the handler, past message_received: a class
+# that overrides one of them runs the originals whole.
+cdef tuple _CALLED = ("_request", "serve", "_answer_inline", "_not_here", "_intercept")
+cdef tuple _CALLED_HERE = tuple(getattr(_Handler, name) for name in _CALLED)
+
+cdef object _Request = Request
+cdef object _GIOP_1_2 = GIOP_1_2
+cdef object _SYNC = Style.SYNC
+cdef object _CONVERSIONS = CHAR_CONVERSIONS
+cdef object _Binding = Binding
+cdef object _Route = Route
+cdef object _Entry = OpEntry
+cdef object _Operation = Operation
+cdef object _Codec = BodyCodec
+cdef object _Recorder = Recorder
+
+# The slots read here, at their offsets for objects of exactly these classes (a
+# generic attribute lookup from C costs about a hundred instructions); a
+# handler's, for every handler class _serves accepts.
+cdef tuple _HANDLER = _slot_offsets(_Handler, ("core", "adapter", "interceptors", "value_bounds", "_version"))
+cdef tuple _REQUEST = _slot_offsets(Request, ("addressing_disposition", "service_contexts", "object_key", "operation",
+                                              "version", "response_flags", "body", "body_offset", "little_endian",
+                                              "fragment_starts"))
+cdef tuple _BINDING = _slot_offsets(Binding, ("manager", "routes", "servant"))
+cdef tuple _ROUTE = _slot_offsets(Route, ("admission", "inline", "entry", "stats"))
+cdef tuple _ENTRY = _slot_offsets(OpEntry, ("op", "style"))
+cdef tuple _OPERATION = _slot_offsets(Operation, ("args",))
+cdef object _Core = GIOPConnection
+cdef tuple _CORE_SET = _slot_offsets(GIOPConnection, ("char_set",))
+cdef Py_ssize_t _C_CHAR_SET = -1 if _CORE_SET is None else _CORE_SET[0]
+cdef tuple _RECORDER = _slot_offsets(Recorder, ("started",))
+cdef bint _KNOWN = not (_HANDLER is None or _REQUEST is None or _BINDING is None or _ROUTE is None
+                        or _OPERATION is None or _RECORDER is None)
+cdef bint _ENTRY_KNOWN = _ENTRY is not None
+cdef Py_ssize_t _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION
+cdef Py_ssize_t _R_ADDRESSING, _R_CONTEXTS, _R_KEY, _R_OPERATION, _R_VERSION, _R_FLAGS, _R_BODY, _R_OFFSET, _R_LE
+cdef Py_ssize_t _R_FRAGMENTS, _B_MANAGER, _B_ROUTES, _B_SERVANT, _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS
+cdef Py_ssize_t _E_OP, _E_STYLE, _O_ARGS, _S_STARTED
+if _KNOWN:
+    _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION = _HANDLER
+    (_R_ADDRESSING, _R_CONTEXTS, _R_KEY, _R_OPERATION, _R_VERSION, _R_FLAGS, _R_BODY, _R_OFFSET, _R_LE,
+     _R_FRAGMENTS) = _REQUEST
+    _B_MANAGER, _B_ROUTES, _B_SERVANT = _BINDING
+    _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS = _ROUTE
+    _O_ARGS, = _OPERATION
+    _S_STARTED, = _RECORDER
+if _ENTRY_KNOWN:
+    _E_OP, _E_STYLE = _ENTRY
+
+cdef dict _classes = {_Handler: True}  # a handler class -> whether the twin's own path serves its requests
+
+
+cdef bint _serves(cls) except -1:
+    """Whether the twin's own path serves requests for handlers of ``cls``: its slots read
+    here are RequestHandler's and the methods the originals call are RequestHandler's
+    own.  Checked once per class."""
+    known = _classes.get(cls)
+    if known is None:
+        known = _slot_offsets(cls, ("core", "adapter", "interceptors", "value_bounds", "_version")) == _HANDLER \
+            and tuple(getattr(cls, name, None) for name in _CALLED) == _CALLED_HERE
+        _classes[cls] = known
+    return known
+
+
+def message_received(self, message):
+    """As :meth:`pyorb.server.requests.RequestHandler.message_received`."""
+    if type(message) is not _Request or not _KNOWN or not _serves(type(self)):
+        return _original(self, message)
+    # _request's checks before the lookup: anything unusual is the original's.
+    if _get(message, True, _R_ADDRESSING, "addressing_disposition") or \
+            _get(message, True, _R_CONTEXTS, "service_contexts"):
+        return _original(self, message)
+    core = _get(self, True, _H_CORE, "core")
+    char_set = _get(core, _CORE_SET is not None and type(core) is _Core, _C_CHAR_SET, "char_set")
+    if char_set not in _CONVERSIONS:
+        return _original(self, message)
+    found = _get(self, True, _H_ADAPTER, "adapter").lookup(_get(message, True, _R_KEY, "object_key"))
+    if found is None:
+        _not_here(self, message)
+        return
+    cdef bint binding = type(found) is _Binding
+    manager = _get(found, binding, _B_MANAGER, "manager")
+    interceptors = _get(self, True, _H_INTERCEPTORS, "interceptors")
+    if manager is not None:
+        if interceptors:
+            _intercept(self, message, found, None)
+        else:
+            manager.serve(self, message, None, None)
+        return
+    # serve's checks: a request it would not answer inline is its own.
+    route = _get(found, binding, _B_ROUTES, "routes").get(_get(message, True, _R_OPERATION, "operation"))
+    version = _get(message, True, _R_VERSION, "version")
+    if route is None or interceptors or version != _GIOP_1_2 or \
+            not (_get(message, True, _R_FLAGS, "response_flags") & 1):
+        return _serve(self, message, found, None, None)
+    cdef bint plain_route = type(route) is _Route
+    if _get(route, plain_route, _RT_ADMISSION, "admission") is not None or \
+            not _get(route, plain_route, _RT_INLINE, "inline"):
+        return _serve(self, message, found, None, None)
+    entry = _get(route, plain_route, _RT_ENTRY, "entry")
+    cdef bint plain_entry = _ENTRY_KNOWN and type(entry) is _Entry
+    if _get(entry, plain_entry, _E_STYLE, "style") is not _SYNC:
+        return _serve(self, message, found, None, None)
+    op = _get(entry, plain_entry, _E_OP, "op")
+    codec = _get(op, type(op) is _Operation, _O_ARGS, "args")
+    try:
+        args = codec.unpack(_get(message, True, _R_BODY, "body"), _get(message, True, _R_OFFSET, "body_offset"),
+                            _get(message, True, _R_LE, "little_endian"),
+                            _get(message, True, _R_FRAGMENTS, "fragment_starts"),
+                            _get(self, True, _H_BOUNDS, "value_bounds"), char_set, False)
+    except Exception:  # unreadable: serve reads them again and answers the error its way
+        return _serve(self, message, found, None, None)
+    _put(self, True, _H_VERSION, "_version", version)
+    stats = _get(route, plain_route, _RT_STATS, "stats")
+    cdef bint plain_stats = type(stats) is _Recorder
+    _put(stats, plain_stats, _S_STARTED, "started", _get(stats, plain_stats, _S_STARTED, "started") + 1)
+    servant = _get(found, binding, _B_SERVANT, "servant")
+    _answer_inline(self, servant, route, args, message, None)
+
+
+def serves(cls):
+    """Whether the twin's own path serves requests for handlers of class ``cls`` (else the originals run)."""
+    return _KNOWN and _serves(cls)
