@@ -15,6 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from pyorb import _accelerator
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -201,3 +203,7 @@ class ServerStats:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f}"
+
+
+# With the compiled accelerator, the C twin takes its place: every answered call is counted by it.
+_accelerator.twin(__name__, "Recorder.finish", "pyorb.server.call._cstats")
