@@ -392,6 +392,36 @@ def test_every_kind_of_request_alike(sides: Any, char_set: int, intercepted: boo
     assert len(twin.replies()) > len(msgs) // 3  # most were answered
 
 
+@pytest.mark.parametrize("key", [b"inline", b"timed", b"dflt/one"])
+def test_a_request_whose_deadline_passed_is_answered_timeout_unrun(sides: Any, key: bytes) -> None:
+    """The client left the request no time: both answer TIMEOUT and
+    run nothing.  (Its reply says by how long, so the replies are compared by kind.)"""
+    loop, *pair = sides
+    for side in pair:
+        side.handler.core.char_set = CS_UTF8
+        side.handler.interceptors = ()
+        side.transport.written.clear()
+        for servant in side.servants.values():
+            servant.calls.clear()
+    before = [side.counts() for side in pair]
+    msgs = [Request(900 + i, 3, key, "echo_long", struct.pack("<i", 7),
+                    (deadline_context(0.0, time.time(), True),)) for i in range(3)]  # none left on arrival
+
+    async def run(side: Side) -> None:
+        for msg in msgs:
+            side.handler.message_received(msg)
+        await settle((side,))
+
+    for side in pair:
+        loop.run_until_complete(run(side))
+    twin, original = pair
+    for side in pair:
+        replies = side.replies()
+        assert len(replies) == 3 and all(b"IDL:omg.org/CORBA/TIMEOUT:1.0" in reply for reply in replies)
+        assert side.calls() == [[]] * 4
+    assert twin.counted_since(before[0]) == original.counted_since(before[1])
+
+
 def test_a_handler_class_that_changes_what_the_twin_calls_runs_the_original(sides: Any) -> None:
     """A subclass overriding ``serve`` (or hiding a slot it reads) gets the original's steps whole."""
     from pyorb.server import _crequests  # type: ignore[attr-defined]

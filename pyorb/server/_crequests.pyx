@@ -6,15 +6,18 @@ Every request a server reads passes ``message_received``, ``_request`` and
 ``Request.response_expected``) of checks that, for the common request, all
 pass.  This twin makes the same checks in one, reading the slots of the
 handler, the request, the binding, the route and its recorder at their
-offsets, and hands the request on as the originals do: a plain synchronous
-servant answered inline goes to ``_answer_inline`` (which stays in Python:
-``pyorb.current()`` finds the request in its frame); anything else to the
-original method that would have taken it next (``message_received`` for
-any message but a GIOP 1.2-style request it can judge, ``serve`` once the
-servant is found), so every error, refusal and strategy is still the
-Python code's.  tests/test_request_twin.py checks that both answer the same
-requests with the same bytes and leave the same statistics.
+offsets, and hands the request on to the method the originals would call
+next: a plain synchronous servant answered inline to ``_answer_inline``
+(or ``_answer_inline_until``, with the client's deadline), which stays in
+Python (``pyorb.current()`` finds the request in its frame); a request
+served any other way to ``serve``; a message other than a request, or a
+request in another addressing mode, to the original ``message_received``.
+Every error, refusal and strategy is still the Python code's.
+tests/test_request_twin.py checks that both answer the same requests with
+the same bytes, make the same servant calls and leave the same statistics.
 """
+
+from time import monotonic as _monotonic
 
 from pyorb.giop._cframing cimport _get, _put, _slot_offsets
 from pyorb.giop.codesets import CHAR_CONVERSIONS
@@ -34,9 +37,13 @@ cdef object _serve = _Handler.serve
 cdef object _answer_inline = _Handler._answer_inline
 cdef object _not_here = _Handler._not_here
 cdef object _intercept = _Handler._intercept
+cdef object _client_deadline = _Handler._client_deadline
+cdef object _codeset_incompatible = _Handler._codeset_incompatible
+cdef object _answer_inline_until = _Handler._answer_inline_until
 # The methods the originals call on the handler, past message_received: a class
 # that overrides one of them runs the originals whole.
-cdef tuple _CALLED = ("_request", "serve", "_answer_inline", "_not_here", "_intercept")
+cdef tuple _CALLED = ("_request", "serve", "_answer_inline", "_not_here", "_intercept", "_client_deadline",
+                      "_codeset_incompatible", "_answer_inline_until")
 cdef tuple _CALLED_HERE = tuple(getattr(_Handler, name) for name in _CALLED)
 
 cdef object _Request = Request
@@ -102,14 +109,15 @@ def message_received(self, message):
     """As :meth:`pyorb.server.requests.RequestHandler.message_received`."""
     if type(message) is not _Request or not _KNOWN or not _serves(type(self)):
         return _original(self, message)
-    # _request's checks before the lookup: anything unusual is the original's.
-    if _get(message, True, _R_ADDRESSING, "addressing_disposition") or \
-            _get(message, True, _R_CONTEXTS, "service_contexts"):
+    # _request's steps before the lookup.
+    if _get(message, True, _R_ADDRESSING, "addressing_disposition"):
         return _original(self, message)
+    deadline = _client_deadline(self, message) if _get(message, True, _R_CONTEXTS, "service_contexts") else None
     core = _get(self, True, _H_CORE, "core")
     char_set = _get(core, _CORE_SET is not None and type(core) is _Core, _C_CHAR_SET, "char_set")
     if char_set not in _CONVERSIONS:
-        return _original(self, message)
+        _codeset_incompatible(self, message)
+        return
     found = _get(self, True, _H_ADAPTER, "adapter").lookup(_get(message, True, _R_KEY, "object_key"))
     if found is None:
         _not_here(self, message)
@@ -121,22 +129,25 @@ def message_received(self, message):
         if interceptors:
             _intercept(self, message, found, None)
         else:
-            manager.serve(self, message, None, None)
+            manager.serve(self, message, None, deadline)
         return
-    # serve's checks: a request it would not answer inline is its own.
+    # serve's checks: a request it would not answer inline is its own.  The client's deadline
+    # is judged before the arguments are read (serve judges it after): one that passed sends
+    # the request to serve, which finds it passed too.
     route = _get(found, binding, _B_ROUTES, "routes").get(_get(message, True, _R_OPERATION, "operation"))
     version = _get(message, True, _R_VERSION, "version")
     if route is None or interceptors or version != _GIOP_1_2 or \
             not (_get(message, True, _R_FLAGS, "response_flags") & 1):
-        return _serve(self, message, found, None, None)
+        return _serve(self, message, found, None, deadline)
     cdef bint plain_route = type(route) is _Route
     if _get(route, plain_route, _RT_ADMISSION, "admission") is not None or \
-            not _get(route, plain_route, _RT_INLINE, "inline"):
-        return _serve(self, message, found, None, None)
+            not _get(route, plain_route, _RT_INLINE, "inline") or \
+            (deadline is not None and not _monotonic() < deadline):
+        return _serve(self, message, found, None, deadline)
     entry = _get(route, plain_route, _RT_ENTRY, "entry")
     cdef bint plain_entry = _ENTRY_KNOWN and type(entry) is _Entry
     if _get(entry, plain_entry, _E_STYLE, "style") is not _SYNC:
-        return _serve(self, message, found, None, None)
+        return _serve(self, message, found, None, deadline)
     op = _get(entry, plain_entry, _E_OP, "op")
     codec = _get(op, type(op) is _Operation, _O_ARGS, "args")
     try:
@@ -145,13 +156,16 @@ def message_received(self, message):
                             _get(message, True, _R_FRAGMENTS, "fragment_starts"),
                             _get(self, True, _H_BOUNDS, "value_bounds"), char_set, False)
     except Exception:  # unreadable: serve reads them again and answers the error its way
-        return _serve(self, message, found, None, None)
+        return _serve(self, message, found, None, deadline)
     _put(self, True, _H_VERSION, "_version", version)
     stats = _get(route, plain_route, _RT_STATS, "stats")
     cdef bint plain_stats = type(stats) is _Recorder
     _put(stats, plain_stats, _S_STARTED, "started", _get(stats, plain_stats, _S_STARTED, "started") + 1)
     servant = _get(found, binding, _B_SERVANT, "servant")
-    _answer_inline(self, servant, route, args, message, None)
+    if deadline is None:
+        _answer_inline(self, servant, route, args, message, None)
+    else:
+        _answer_inline_until(self, deadline, servant, route, args, message, None)
 
 
 def serves(cls):
