@@ -188,6 +188,16 @@ class Side:
         self.handler.__class__ = handler
         self.sent = 0
 
+    def reset(self, char_set: int, intercepted: bool) -> list[tuple[int, ...]]:
+        """Ready for the next messages, on a connection of ``char_set``; the counts so far."""
+        self.handler.core.char_set = char_set
+        self.handler.interceptors = (self.interceptor,) if intercepted else ()
+        self.transport.written.clear()
+        for servant in self.servants.values():
+            servant.calls.clear()
+        self.interceptor.seen.clear()
+        return self.counts()
+
     def replies(self) -> list[bytes]:
         """The replies sent, the port of each server in the IORs they carry made the same."""
         return sorted(re.sub(rb"127\.0\.0\.1\x00..", b"127.0.0.1\x00PP", reply, flags=re.DOTALL)
@@ -317,6 +327,24 @@ async def settle(sides: tuple[Side, ...]) -> None:
     raise AssertionError("calls still in flight after 10 s")
 
 
+def hand(loop: asyncio.AbstractEventLoop, pair: list[Side], msgs: list[Any]) -> None:
+    """Each side's handler is handed ``msgs``, and its calls are let settle."""
+    async def run(side: Side) -> None:
+        for msg in msgs:
+            side.handler.message_received(msg)
+        await settle((side,))
+
+    for side in pair:
+        loop.run_until_complete(run(side))
+
+
+def assert_alike(twin: Side, original: Side, before: list[list[tuple[int, ...]]]) -> None:
+    assert twin.replies() == original.replies()
+    assert twin.calls() == original.calls()
+    assert sorted(twin.interceptor.seen, key=repr) == sorted(original.interceptor.seen, key=repr)
+    assert twin.counted_since(before[0]) == original.counted_since(before[1])
+
+
 @MANY
 @given(data=st.data(), plan=st.lists(message(), min_size=1, max_size=12),
        char_set=st.sampled_from([CS_UTF8, CS_UTF8, CS_ISO8859_1, UTF16]), intercepted=st.booleans())
@@ -324,27 +352,10 @@ def test_both_answer_the_same_requests_alike(sides: Any, data: Any, plan: list[A
                                               intercepted: bool) -> None:
     loop, *pair = sides
     msgs = [build(m, data.draw, char_set) for m in plan]
-    for side in pair:
-        side.handler.core.char_set = char_set
-        side.handler.interceptors = (side.interceptor,) if intercepted else ()
-        side.transport.written.clear()
-        for servant in side.servants.values():
-            servant.calls.clear()
-        side.interceptor.seen.clear()
-
-    async def run(side: Side) -> None:
-        for msg in msgs:
-            side.handler.message_received(msg)
-        await settle((side,))
-
-    before = [side.counts() for side in pair]
-    for side in pair:
-        loop.run_until_complete(run(side))
+    before = [side.reset(char_set, intercepted) for side in pair]
+    hand(loop, pair, msgs)
     twin, original = pair
-    assert twin.replies() == original.replies()
-    assert twin.calls() == original.calls()
-    assert sorted(twin.interceptor.seen, key=repr) == sorted(original.interceptor.seen, key=repr)
-    assert twin.counted_since(before[0]) == original.counted_since(before[1])
+    assert_alike(twin, original, before)
     assert twin.handler._version == original.handler._version
 
 
@@ -368,27 +379,10 @@ def test_every_kind_of_request_alike(sides: Any, char_set: int, intercepted: boo
                             if version == GIOP_1_2:
                                 msgs.append(Request(next(rng), flags, key, op, args, contexts, version, little,
                                                     addressing_disposition=1))
-    for side in pair:
-        side.handler.core.char_set = char_set
-        side.handler.interceptors = (side.interceptor,) if intercepted else ()
-        side.transport.written.clear()
-        for servant in side.servants.values():
-            servant.calls.clear()
-        side.interceptor.seen.clear()
-    before = [side.counts() for side in pair]
-
-    async def run(side: Side) -> None:
-        for msg in msgs:
-            side.handler.message_received(msg)
-        await settle((side,))
-
-    for side in pair:
-        loop.run_until_complete(run(side))
+    before = [side.reset(char_set, intercepted) for side in pair]
+    hand(loop, pair, msgs)
     twin, original = pair
-    assert twin.replies() == original.replies()
-    assert twin.calls() == original.calls()
-    assert sorted(twin.interceptor.seen, key=repr) == sorted(original.interceptor.seen, key=repr)
-    assert twin.counted_since(before[0]) == original.counted_since(before[1])
+    assert_alike(twin, original, before)
     assert len(twin.replies()) > len(msgs) // 3  # most were answered
 
 
@@ -397,23 +391,10 @@ def test_a_request_whose_deadline_passed_is_answered_timeout_unrun(sides: Any, k
     """The client left the request no time: both answer TIMEOUT and
     run nothing.  (Its reply says by how long, so the replies are compared by kind.)"""
     loop, *pair = sides
-    for side in pair:
-        side.handler.core.char_set = CS_UTF8
-        side.handler.interceptors = ()
-        side.transport.written.clear()
-        for servant in side.servants.values():
-            servant.calls.clear()
-    before = [side.counts() for side in pair]
+    before = [side.reset(CS_UTF8, False) for side in pair]
     msgs = [Request(900 + i, 3, key, "echo_long", struct.pack("<i", 7),
                     (deadline_context(0.0, time.time(), True),)) for i in range(3)]  # none left on arrival
-
-    async def run(side: Side) -> None:
-        for msg in msgs:
-            side.handler.message_received(msg)
-        await settle((side,))
-
-    for side in pair:
-        loop.run_until_complete(run(side))
+    hand(loop, pair, msgs)
     twin, original = pair
     for side in pair:
         replies = side.replies()
@@ -445,9 +426,7 @@ def test_a_handler_class_that_changes_what_the_twin_calls_runs_the_original(side
 
     twin.handler.__class__ = Overriding
     try:
-        twin.handler.interceptors = ()
-        twin.handler.core.char_set = CS_UTF8  # whatever the last example left
-        twin.transport.written.clear()
+        twin.reset(CS_UTF8, False)  # whatever the last example left
         twin.handler.message_received(Request(5, 3, b"inline", "echo_long", struct.pack("<i", 7)))
         loop.run_until_complete(settle((twin,)))
         assert served == [5], "the subclass's serve was skipped"
