@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 
 class Served(Protocol):
@@ -38,6 +38,7 @@ SERVING: contextvars.ContextVar[Served] = contextvars.ContextVar("pyorb_serving"
 set for a request with a deadline (a client call made from there reads it)."""
 
 _FRAMES: dict[CodeType, tuple[str, str | None]] = {}
+_INLINE: list[Callable[[], "tuple[Any, bytes | None] | None"]] = []
 
 
 def serve_in_frame(code: CodeType, local: str, object_id: str | None = None) -> None:
@@ -50,11 +51,23 @@ def serve_in_frame(code: CodeType, local: str, object_id: str | None = None) -> 
     _FRAMES[code] = (local, object_id)
 
 
+def serve_inline(lookup: Callable[[], tuple[Any, bytes | None] | None]) -> None:
+    """Let :func:`current` ask ``lookup`` for the request that compiled code
+    serves inline on the calling thread, where Python code would have a frame
+    registered with :func:`serve_in_frame`: ``lookup()`` gives the request and
+    its object id, or None when it serves none on that thread."""
+    _INLINE.append(lookup)
+
+
 def _served() -> tuple[Any, bytes | None]:
     """The request servant code serves (or None) and its object id (or None)."""
     served = SERVING.get(None)
     if served is not None:
         return served, getattr(served, "object_id", None)
+    for lookup in _INLINE:
+        inline = lookup()
+        if inline is not None:
+            return inline
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         names = _FRAMES.get(frame.f_code)
@@ -138,4 +151,5 @@ def inherited_timeout(timeout: float | None) -> float | None:
     return remaining if timeout is None or remaining < timeout else timeout
 
 
-__all__ = ["RequestContext", "SERVING", "Served", "current", "current_object_id", "inherited_timeout", "serve_in_frame"]
+__all__ = ["RequestContext", "SERVING", "Served", "current", "current_object_id", "inherited_timeout", "serve_in_frame",
+           "serve_inline"]

@@ -51,13 +51,19 @@ UTF16 = 0x00010109  # a char code set pyorb does not convert
 
 
 class Calls(list):  # type: ignore[type-arg]
-    """A servant's calls, each with what servant code sees of its request: its deadline
-    (whether it has one), its object id, and whether it runs on the loop's thread."""
+    """A servant's calls, each with what servant code sees of its request: its operation,
+    its deadline (whether it has one), its object id, whether it runs on the loop's thread,
+    and whether a thread it starts sees a request (it must not)."""
 
     def append(self, call: tuple[str, Any]) -> None:
         seen = pyorb.current()
-        super().append((*call, seen is not None and seen.deadline is not None, pyorb.current_object_id(),
-                        threading.get_ident() == threading.main_thread().ident))
+        elsewhere: list[Any] = []
+        thread = threading.Thread(target=lambda: elsewhere.append(pyorb.current()))
+        thread.start()
+        thread.join()
+        super().append((*call, seen and seen.operation, seen is not None and seen.deadline is not None,
+                        pyorb.current_object_id(), threading.get_ident() == threading.main_thread().ident,
+                        elsewhere))
 
 
 class Types(Interop__POA.Types):  # type: ignore[misc,valid-type]

@@ -6,26 +6,33 @@ Every request a server reads passes ``message_received``, ``_request`` and
 ``Request.response_expected``) of checks that, for the common request, all
 pass.  This twin makes the same checks in one, reading the slots of the
 handler, the request, the binding, the route and its recorder at their
-offsets, and hands the request on to the method the originals would call
-next: a plain synchronous servant answered inline to ``_answer_inline``
-(or ``_answer_inline_until``, with the client's deadline), which stays in
-Python (``pyorb.current()`` finds the request in its frame); a request
-served any other way to ``serve``; a message other than a request, or a
-request in another addressing mode, to the original ``message_received``.
-Every error, refusal and strategy is still the Python code's.
-tests/test_request_twin.py checks that both answer the same requests with
-the same bytes, make the same servant calls and leave the same statistics.
+offsets.  A plain synchronous servant it answers itself, as
+``_answer_inline`` does (with the client's deadline, as
+``_answer_inline_until`` does), and lets ``pyorb.current()`` find the
+request through ``serve_inline`` where the original has its frame; every
+other request goes on to the method the originals would call next:
+``serve``, or, for a message other than a request or a request in another
+addressing mode, the original ``message_received``.  Every error, refusal
+and strategy is still the Python code's (an answer that does not marshal
+goes to ``_late_call``'s Call).  tests/test_request_twin.py checks that
+both answer the same requests with the same bytes, make the same servant
+calls (with what servant code sees of its request) and leave the same
+statistics.
 """
 
-from time import monotonic as _monotonic
+from cpython.pythread cimport PyThread_get_thread_ident
+from time import monotonic as _monotonic, perf_counter as _perf_counter
 
 from pyorb.giop._cframing cimport _get, _put, _slot_offsets
 from pyorb.giop.codesets import CHAR_CONVERSIONS
 from pyorb.giop.connection import GIOPConnection
 from pyorb.giop.messages import GIOP_1_2, Request
-from pyorb.marshal.body import BodyCodec, Operation
+from pyorb.marshal.body import Operation
 from pyorb.server import requests as _requests
 from pyorb.server.adapter import Binding, Route
+from pyorb.request_context import serve_inline
+from pyorb.server.call.dispatch import servant_raised as _servant_raised
+from pyorb.server.call.reply import plain_reply_12 as _plain_reply_12
 from pyorb.server.call.servant import OpEntry, Style
 from pyorb.server.call.stats import Recorder
 
@@ -34,19 +41,22 @@ from pyorb.server.call.stats import Recorder
 cdef object _Handler = _requests.RequestHandler
 _original = _Handler.message_received
 cdef object _serve = _Handler.serve
-cdef object _answer_inline = _Handler._answer_inline
 cdef object _not_here = _Handler._not_here
 cdef object _intercept = _Handler._intercept
 cdef object _client_deadline = _Handler._client_deadline
 cdef object _codeset_incompatible = _Handler._codeset_incompatible
-cdef object _answer_inline_until = _Handler._answer_inline_until
+cdef object _late_call = _Handler._late_call
 # The methods the originals call on the handler, past message_received: a class
 # that overrides one of them runs the originals whole.
 cdef tuple _CALLED = ("_request", "serve", "_answer_inline", "_not_here", "_intercept", "_client_deadline",
-                      "_codeset_incompatible", "_answer_inline_until")
+                      "_codeset_incompatible", "_answer_inline_until", "_late_call")
 cdef tuple _CALLED_HERE = tuple(getattr(_Handler, name) for name in _CALLED)
 
 cdef object _Request = Request
+cdef object _Serving = _requests._Serving
+cdef object _new_serving = _requests._new_serving
+cdef object _enter_serving = _requests._serve  # SERVING.set and .reset
+cdef object _leave_serving = _requests._served
 cdef object _GIOP_1_2 = GIOP_1_2
 cdef object _SYNC = Style.SYNC
 cdef object _CONVERSIONS = CHAR_CONVERSIONS
@@ -54,19 +64,20 @@ cdef object _Binding = Binding
 cdef object _Route = Route
 cdef object _Entry = OpEntry
 cdef object _Operation = Operation
-cdef object _Codec = BodyCodec
 cdef object _Recorder = Recorder
+cdef object _finish = Recorder.finish  # its C twin, when that is in place
 
 # The slots read here, at their offsets for objects of exactly these classes (a
 # generic attribute lookup from C costs about a hundred instructions); a
 # handler's, for every handler class _serves accepts.
-cdef tuple _HANDLER = _slot_offsets(_Handler, ("core", "adapter", "interceptors", "value_bounds", "_version"))
+cdef tuple _HANDLER_SLOTS = ("core", "adapter", "interceptors", "value_bounds", "_version", "send", "max_message_size")
+cdef tuple _HANDLER = _slot_offsets(_Handler, _HANDLER_SLOTS)
 cdef tuple _REQUEST = _slot_offsets(Request, ("addressing_disposition", "service_contexts", "object_key", "operation",
                                               "version", "response_flags", "body", "body_offset", "little_endian",
-                                              "fragment_starts"))
+                                              "fragment_starts", "request_id"))
 cdef tuple _BINDING = _slot_offsets(Binding, ("manager", "routes", "servant"))
 cdef tuple _ROUTE = _slot_offsets(Route, ("admission", "inline", "entry", "stats"))
-cdef tuple _ENTRY = _slot_offsets(OpEntry, ("op", "style"))
+cdef tuple _ENTRY = _slot_offsets(OpEntry, ("op", "style", "attr"))
 cdef tuple _OPERATION = _slot_offsets(Operation, ("args",))
 cdef object _Core = GIOPConnection
 cdef tuple _CORE_SET = _slot_offsets(GIOPConnection, ("char_set",))
@@ -75,20 +86,20 @@ cdef tuple _RECORDER = _slot_offsets(Recorder, ("started",))
 cdef bint _KNOWN = not (_HANDLER is None or _REQUEST is None or _BINDING is None or _ROUTE is None
                         or _OPERATION is None or _RECORDER is None)
 cdef bint _ENTRY_KNOWN = _ENTRY is not None
-cdef Py_ssize_t _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION
+cdef Py_ssize_t _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION, _H_SEND, _H_MAX_SIZE
 cdef Py_ssize_t _R_ADDRESSING, _R_CONTEXTS, _R_KEY, _R_OPERATION, _R_VERSION, _R_FLAGS, _R_BODY, _R_OFFSET, _R_LE
-cdef Py_ssize_t _R_FRAGMENTS, _B_MANAGER, _B_ROUTES, _B_SERVANT, _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS
-cdef Py_ssize_t _E_OP, _E_STYLE, _O_ARGS, _S_STARTED
+cdef Py_ssize_t _R_FRAGMENTS, _R_ID, _B_MANAGER, _B_ROUTES, _B_SERVANT, _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS
+cdef Py_ssize_t _E_OP, _E_STYLE, _E_ATTR, _O_ARGS, _S_STARTED
 if _KNOWN:
-    _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION = _HANDLER
+    _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION, _H_SEND, _H_MAX_SIZE = _HANDLER
     (_R_ADDRESSING, _R_CONTEXTS, _R_KEY, _R_OPERATION, _R_VERSION, _R_FLAGS, _R_BODY, _R_OFFSET, _R_LE,
-     _R_FRAGMENTS) = _REQUEST
+     _R_FRAGMENTS, _R_ID) = _REQUEST
     _B_MANAGER, _B_ROUTES, _B_SERVANT = _BINDING
     _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS = _ROUTE
     _O_ARGS, = _OPERATION
     _S_STARTED, = _RECORDER
 if _ENTRY_KNOWN:
-    _E_OP, _E_STYLE = _ENTRY
+    _E_OP, _E_STYLE, _E_ATTR = _ENTRY
 
 cdef dict _classes = {_Handler: True}  # a handler class -> whether the twin's own path serves its requests
 
@@ -99,7 +110,7 @@ cdef bint _serves(cls) except -1:
     own.  Checked once per class."""
     known = _classes.get(cls)
     if known is None:
-        known = _slot_offsets(cls, ("core", "adapter", "interceptors", "value_bounds", "_version")) == _HANDLER \
+        known = _slot_offsets(cls, _HANDLER_SLOTS) == _HANDLER \
             and tuple(getattr(cls, name, None) for name in _CALLED) == _CALLED_HERE
         _classes[cls] = known
     return known
@@ -163,9 +174,68 @@ def message_received(self, message):
     _put(stats, plain_stats, _S_STARTED, "started", _get(stats, plain_stats, _S_STARTED, "started") + 1)
     servant = _get(found, binding, _B_SERVANT, "servant")
     if deadline is None:
-        _answer_inline(self, servant, route, args, message, None)
-    else:
-        _answer_inline_until(self, deadline, servant, route, args, message, None)
+        _answer(self, servant, route, plain_route, entry, plain_entry, args, message)
+        return
+    # As _answer_inline_until: the servant runs with the request in SERVING.
+    serving = _new_serving(_Serving)
+    serving.operation = _get(message, True, _R_OPERATION, "operation")
+    serving.object_key = _get(message, True, _R_KEY, "object_key")
+    serving.deadline = deadline
+    serving.object_id = None
+    token = _enter_serving(serving)
+    try:
+        _answer(self, servant, route, plain_route, entry, plain_entry, args, message)
+    finally:
+        _leave_serving(token)
+
+
+# The request a plain synchronous servant runs for, inline on the thread
+# _inline_thread (the loop's): what pyorb.current() finds in the frame of the
+# Python original.  Saved and restored around each answer, so that it is always
+# the innermost one.
+cdef object _inline_request = None
+cdef unsigned long _inline_thread = 0
+
+
+cdef _answer(self, servant, route, bint plain_route, entry, bint plain_entry, args, message):
+    """As :meth:`pyorb.server.requests.RequestHandler._answer_inline`, without an object id."""
+    global _inline_request, _inline_thread
+    outer_request, outer_thread = _inline_request, _inline_thread
+    _inline_request, _inline_thread = message, PyThread_get_thread_ident()
+    try:
+        started = _perf_counter()
+        try:
+            value = getattr(servant, _get(entry, plain_entry, _E_ATTR, "attr"))(*args)
+        except Exception as exc:
+            _servant_raised(_late_call(self, servant, route, args, message, started), exc)
+            return
+        data = _plain_reply_12(_get(entry, plain_entry, _E_OP, "op"), value, _get(message, True, _R_ID, "request_id"),
+                               _get(message, True, _R_LE, "little_endian"), _get(self, True, _H_CORE, "core"),
+                               _get(self, True, _H_MAX_SIZE, "max_message_size"))
+        if data is None:
+            _late_call(self, servant, route, args, message, started).result(value)
+            return
+        stats = _get(route, plain_route, _RT_STATS, "stats")
+        service = _perf_counter() - started
+        if type(stats) is _Recorder:
+            _finish(stats, 0.0, service, False)
+        else:
+            stats.finish(0.0, service, False)
+        if not _get(self, True, _H_SEND, "send")(data):
+            with stats.lock:
+                stats.dropped += 1
+    finally:
+        _inline_request, _inline_thread = outer_request, outer_thread
+
+
+def _inline_served():
+    """The request answered inline on the calling thread, and its object id (None), or None."""
+    if _inline_request is not None and _inline_thread == PyThread_get_thread_ident():
+        return _inline_request, None
+    return None
+
+
+serve_inline(_inline_served)
 
 
 def serves(cls):
