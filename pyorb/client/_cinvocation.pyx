@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""A call's reply delivered in C: the compiled twins of ``ClientConnection.message_received``
-and ``Invocation.complete``.
+"""A call sent and its reply delivered in C: the compiled twins of ``ClientConnection.start``,
+``ClientConnection.message_received`` and ``Invocation.complete``.
 
 Every reply a client reads passes through both, and in Python the common
 one (NO_EXCEPTION, no interceptor, no object group, a result of no value
@@ -12,11 +12,22 @@ and reply, and a body that does not decode, goes to the Python originals,
 so errors, their logging and every other case come from one place.
 tests/test_invocation_twins.py checks that both leave a call with the same
 outcome and a connection with the same pending calls.
+
+``start`` sends the common call (an open connection of exactly
+``ClientConnection``, a two-way call of exactly ``Invocation`` with no
+deadline and no interceptor, no bidirectional offer waiting, room under
+the pending-call limit) with the connection's, the route's and the call's
+slots read and written at their offsets, and hands every other call to
+the original; tests/test_start_twin.py checks that both write the same
+bytes and leave the same state.
 """
 
 from pyorb.client import connection as _connection
 from pyorb.client import invocation as _invocation
-from pyorb.giop._cframing cimport _get, _slot_offsets
+from omniORB import CORBA
+
+from pyorb.client.calls import Route
+from pyorb.giop._cframing cimport _get, _put, _slot_offsets
 from pyorb.giop.codesets import CS_UTF8
 from pyorb.giop.messages import Reply, ReplyStatus
 from pyorb.marshal.body import BodyCodec, Operation
@@ -25,6 +36,7 @@ from pyorb.marshal.orb import cdr_unmarshal
 # The originals: every case but the common one.
 _original_message_received = _connection.ClientConnection.message_received
 _original_complete = _invocation.Invocation.complete
+_original_start = _connection.ClientConnection.start
 cdef object _Reply = Reply
 cdef object _NO_EXCEPTION = ReplyStatus.NO_EXCEPTION
 cdef object _UTF8 = CS_UTF8
@@ -102,3 +114,47 @@ def message_received(self, message):
     # A call of a kind with its own complete, or a reply that is not a common one: the general way.
     if type(inv).complete is not complete or inv.done() or not _settle(inv, message):
         inv.complete(message)
+
+
+# start's reads and writes: the connection's slots (GIOPProtocol's), the route's and the call's.
+cdef object _Connection = _connection.ClientConnection
+cdef object _Route = Route
+cdef object _SystemException = CORBA.SystemException
+cdef tuple _CONNECTION = _slot_offsets(_Connection, ("is_open", "config"))
+cdef tuple _ROUTE = _slot_offsets(Route, ("key", "version", "code_sets", "orb_type"))
+cdef tuple _SENT = _slot_offsets(_Invocation, ("args", "route", "request_id"))
+cdef tuple _ONEWAY = _slot_offsets(Operation, ("oneway",))
+cdef bint _START_KNOWN = _KNOWN and not (_CONNECTION is None or _ROUTE is None or _SENT is None or _ONEWAY is None)
+cdef Py_ssize_t _C_OPEN, _C_CONFIG, _R_KEY, _R_VERSION, _R_CODE_SETS, _R_ORB_TYPE, _ARGS, _ROUTE_OF, _REQUEST_ID, _O_ONEWAY
+if _START_KNOWN:
+    _C_OPEN, _C_CONFIG = _CONNECTION
+    _R_KEY, _R_VERSION, _R_CODE_SETS, _R_ORB_TYPE = _ROUTE
+    _ARGS, _ROUTE_OF, _REQUEST_ID = _SENT
+    _O_ONEWAY, = _ONEWAY
+
+
+def start(self, inv, route):
+    """As :meth:`pyorb.client.connection.ClientConnection.start`."""
+    if not (_START_KNOWN and type(self) is _Connection and type(inv) is _Invocation and type(route) is _Route
+            and _get(self, True, _C_OPEN, "is_open") and _get(inv, True, _INTERCEPTED, "intercepted") is None
+            and _get(inv, True, _DEADLINES, "deadlines") is None):
+        return _original_start(self, inv, route)
+    op = _get(inv, True, _OP, "op")
+    if type(op) is not Operation or _get(op, True, _O_ONEWAY, "oneway"):
+        return _original_start(self, inv, route)
+    pending = self.pending
+    if len(pending) >= _get(self, True, _C_CONFIG, "config").max_pending_calls or self.offer is not None:
+        return _original_start(self, inv, route)
+    try:
+        rid, data = self.writer.request(op, _get(inv, True, _ARGS, "args"), _get(route, True, _R_KEY, "key"),
+                                        _get(route, True, _R_VERSION, "version"),
+                                        _get(route, True, _R_CODE_SETS, "code_sets"),
+                                        _get(route, True, _R_ORB_TYPE, "orb_type"), ())
+    except _SystemException as exc:
+        inv.fail(exc)
+        return
+    _put(inv, True, _CONN, "conn", self)
+    _put(inv, True, _ROUTE_OF, "route", route)
+    _put(inv, True, _REQUEST_ID, "request_id", rid)
+    pending[rid] = inv
+    self.send(data)

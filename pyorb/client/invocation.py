@@ -297,3 +297,4 @@ class Hedge(Invocation):
 # Both are declared here, where both originals are loaded (connection.py needs this module only for types).
 _accelerator.twin(__name__, "Invocation.complete", "pyorb.client._cinvocation")
 _accelerator.twin(connection.__name__, "ClientConnection.message_received", "pyorb.client._cinvocation")
+_accelerator.twin(connection.__name__, "ClientConnection.start", "pyorb.client._cinvocation")
