@@ -1,18 +1,24 @@
-"""The compiled ``ClientConnection.start`` (pyorb/client/_cinvocation.pyx) agrees with its Python original.
+"""The compiled ``ClientConnection.start`` and ``Invocation.expire_in`` (pyorb/client/_cinvocation.pyx)
+agree with their Python originals.
 
-For the same calls started on a fresh client connection, the twin and the
-original must write the same bytes and leave every call (its outcome, its
-connection, route and request id) and the connection (its pending calls,
-its bidirectional offer) in the same state: whatever the operation (with
-a result, oneway, arguments that do not marshal), the route's GIOP
-version, the call's deadline, interceptors' contexts and class, the
-connection's class, whether it is open, its pending-call limit and an
-offer waiting to be sent.  Skipped in a pure-Python process.
+For the same calls timed and started on a fresh client connection, the
+twins and the originals must write the same bytes (a timed call's
+INVOCATION_POLICIES context included, on the same clocks) and leave every
+call (its outcome, its connection, route, request id and deadline slot),
+the loop's deadlines and the connection (its pending calls, its
+bidirectional offer) in the same state: whatever the operation (with a
+result, oneway, arguments that do not marshal), the route's GIOP version,
+the call's timeout (none, sharing a slot with another call's, a slot of
+its own), interceptors' contexts and class, the connection's class,
+whether it is open, its pending-call limit and an offer waiting to be
+sent.  Skipped in a pure-Python process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import pytest
@@ -29,7 +35,6 @@ from pyorb.client.invocation import Invocation
 from pyorb.config import Config
 from pyorb.giop.ior import parse_reference
 from pyorb.giop.messages import GIOP_1_1, GIOP_1_2, ServiceContext
-from pyorb.giop.policies import deadline_context
 from pyorb.marshal import Operation
 from pyorb.marshal.orb import ensure_orb
 from tests.test_request_twin import Transport, messages
@@ -37,6 +42,7 @@ from tests.test_request_twin import Transport, messages
 MANY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.function_scoped_fixture])
 ORIGINAL: Any = _accelerator.original("pyorb.client.connection.ClientConnection.start")
+ORIGINAL_EXPIRE_IN: Any = _accelerator.original("pyorb.client.invocation.Invocation.expire_in")
 TARGET = parse_reference("corbaloc:iiop:127.0.0.1:1/Echo")  # never contacted: what is sent is kept here
 ULL, STRING = 24, 18  # omniORB's TypeCode kinds
 OPERATIONS = {
@@ -70,20 +76,24 @@ def one_call(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "op": draw(st.sampled_from(["ping", "ping", "ping", "text", "notify", "bad"])),
         "version": draw(st.sampled_from(["1.2", "1.2", "1.1"])),
-        "timeout": draw(st.sampled_from([None, None, 30.0])),
+        "timeout": draw(st.sampled_from([None, None, 30.0, 30.0, 30.002, 0.5, 7, 1e9, -0.5])),
         "contexts": draw(st.sampled_from([None, None, None, (), (ServiceContext(0x50590001, b"abcd"),)])),
         "call_class": draw(st.sampled_from([Invocation, Invocation, Traced])),
     }
 
 
 def run(loop: asyncio.AbstractEventLoop, start: Any, calls: list[dict[str, Any]], setup: dict[str, Any],
-        monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Start ``calls`` with ``start`` on a fresh connection; what was written and the state left."""
+        monkeypatch: pytest.MonkeyPatch, expire_in: Any = None) -> Any:
+    """Time and start ``calls`` with ``expire_in`` (the one in place if None) and ``start`` on a fresh
+    connection; what was written and the state left."""
     with monkeypatch.context() as patched:
         patched.setattr(ClientConnection, "start", start)
-        # A deadline's context says when it was sent: the same time for both.
-        patched.setattr(connection, "deadline_context", lambda left, now, le: deadline_context(left, 1e9, le))
-        patched.setattr(Deadlines, "time_left", staticmethod(lambda deadline, loop: 30.0))
+        if expire_in is not None:
+            patched.setattr(Invocation, "expire_in", expire_in)
+        # A deadline's context says when it was sent and how long is left: the same clocks for both.
+        wall, loop_time = setup.get("clocks", (1e9, 1000.0))
+        patched.setattr(connection, "time", SimpleNamespace(time=lambda: wall, monotonic=time.monotonic))
+        patched.setattr(loop, "time", lambda: loop_time)
         return loop.run_until_complete(_run(calls, setup))
 
 
@@ -93,7 +103,8 @@ async def _run(calls: list[dict[str, Any]], setup: dict[str, Any]) -> Any:
     route = client.route(TARGET)
     assert route is not None
     routes = {"1.2": Route(route.endpoint, route.key, GIOP_1_2), "1.1": Route(route.endpoint, route.key, GIOP_1_1)}
-    conn = setup["conn_class"](Config(max_pending_calls=setup["limit"]), lambda _conn: None)
+    conn = setup["conn_class"](Config(max_pending_calls=setup["limit"], little_endian=setup.get("little_endian", True)),
+                               lambda _conn: None)
     transport = Transport()
     if setup["open"]:
         conn.connection_made(transport)  # type: ignore[arg-type]
@@ -114,8 +125,10 @@ async def _run(calls: list[dict[str, Any]], setup: dict[str, Any]) -> Any:
     for _ in range(3):  # the flushes a batch of sends schedules
         await asyncio.sleep(0)
     written = messages(bytes(transport.written))
-    state = [(outcome(inv), inv.conn is conn, inv.request_id, getattr(inv, "route", None)) for inv in invs]
-    result = written, state, sorted(conn.pending), conn.offer
+    state = [(outcome(inv), inv.conn is conn, inv.request_id, getattr(inv, "route", None), inv.deadline,
+              getattr(inv, "timeout", None), inv.deadlines is deadlines) for inv in invs]
+    timed = {number: [invs.index(inv) for inv in slot] for number, slot in deadlines._slots.items()}
+    result = written, state, sorted(conn.pending), conn.offer, timed, deadlines._armed, deadlines._timer is None
     for inv in invs:
         inv.cancel()
     conn.pending.clear()
@@ -137,6 +150,7 @@ def twin() -> Any:
     from pyorb.client import _cinvocation
 
     assert ClientConnection.start is _cinvocation.start, "the twin is not in place"
+    assert Invocation.expire_in is _cinvocation.expire_in, "the twin is not in place"
     return _cinvocation.start
 
 
@@ -144,14 +158,18 @@ def twin() -> Any:
 @given(calls=st.lists(one_call(), min_size=1, max_size=6),
        conn_class=st.sampled_from([ClientConnection, ClientConnection, OwnConnection]),
        open_=st.sampled_from([True, True, True, False]), limit=st.sampled_from([100, 100, 2]),
-       offer=st.sampled_from([False, False, True]))
+       offer=st.sampled_from([False, False, True]), little_endian=st.sampled_from([True, True, False]),
+       clocks=st.tuples(st.one_of(st.floats(0, 4e9), st.sampled_from([0.0, 1.7e9 + 0.123456789])),
+                        st.one_of(st.floats(0, 1e7), st.sampled_from([0.0, 1000.0, 86400.0001]))))
 def test_the_compiled_start_sends_as_the_python_one_does(
     loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch, calls: list[dict[str, Any]], conn_class: type,
-    open_: bool, limit: int, offer: bool,
+    open_: bool, limit: int, offer: bool, little_endian: bool, clocks: tuple[float, float],
 ) -> None:
     compiled = twin()
-    setup = {"conn_class": conn_class, "open": open_, "limit": limit, "offer": offer}
-    assert run(loop, compiled, calls, setup, monkeypatch) == run(loop, ORIGINAL, calls, setup, monkeypatch)
+    setup = {"conn_class": conn_class, "open": open_, "limit": limit, "offer": offer, "little_endian": little_endian,
+             "clocks": clocks}
+    assert run(loop, compiled, calls, setup, monkeypatch) == run(loop, ORIGINAL, calls, setup, monkeypatch,
+                                                                ORIGINAL_EXPIRE_IN)
 
 
 def test_the_compiled_start_sends_a_plain_call_and_registers_it(loop: asyncio.AbstractEventLoop,
@@ -160,7 +178,7 @@ def test_the_compiled_start_sends_a_plain_call_and_registers_it(loop: asyncio.Ab
     compiled = twin()
     plain = {"op": "ping", "version": "1.2", "timeout": None, "contexts": None, "call_class": Invocation}
     setup = {"conn_class": ClientConnection, "open": True, "limit": 100, "offer": False}
-    written, state, pending, offer = run(loop, compiled, [plain, plain], setup, monkeypatch)
+    written, state, pending, offer, _, _, _ = run(loop, compiled, [plain, plain], setup, monkeypatch)
     assert len(written) == 2 and all(m[:6] == b"GIOP\x01\x02" and m[7] == 0 for m in written)  # two 1.2 Requests
     assert [s[:3] for s in state] == [(("pending",), True, 1), (("pending",), True, 2)] and pending == [1, 2]
 
@@ -175,6 +193,14 @@ CASES = {
     "arguments that do not marshal": ([{**PLAIN, "op": "bad"}, PLAIN], OPEN),
     "GIOP 1.1": ([{**PLAIN, "version": "1.1"}, PLAIN], OPEN),
     "a deadline": ([{**PLAIN, "timeout": 30.0}, PLAIN], OPEN),
+    "deadlines sharing a slot": ([{**PLAIN, "timeout": 30.0}, {**PLAIN, "timeout": 30.0}, PLAIN], OPEN),
+    "a deadline in a new slot the timer reaches later": ([{**PLAIN, "timeout": 30.0}, {**PLAIN, "timeout": 30.01}],
+                                                          OPEN),
+    "a deadline in a new slot before the timer's": ([{**PLAIN, "timeout": 30.0}, {**PLAIN, "timeout": 0.5}], OPEN),
+    "a deadline in big-endian": ([{**PLAIN, "timeout": 30.0}], {**OPEN, "little_endian": False}),
+    "a deadline already passed": ([{**PLAIN, "timeout": -0.5}, {**PLAIN, "timeout": -0.5}], OPEN),
+    "a deadline years away": ([{**PLAIN, "timeout": 1e9}, {**PLAIN, "timeout": 1e9}], OPEN),
+    "a wall clock past what fits in C": ([{**PLAIN, "timeout": 30.0}], {**OPEN, "clocks": (1e12, 1000.0)}),
     "interceptors' contexts": ([{**PLAIN, "contexts": (ServiceContext(0x50590001, b"abcd"),)}, PLAIN], OPEN),
     "a call of another class": ([{**PLAIN, "call_class": Traced}, PLAIN], OPEN),
     "a connection of another class": ([PLAIN] * 2, {**OPEN, "conn_class": OwnConnection}),
@@ -187,4 +213,5 @@ def test_each_case_the_compiled_start_hands_on_is_sent_as_the_python_one_does(
 ) -> None:
     compiled = twin()
     calls, setup = CASES[case]
-    assert run(loop, compiled, calls, setup, monkeypatch) == run(loop, ORIGINAL, calls, setup, monkeypatch)
+    assert run(loop, compiled, calls, setup, monkeypatch) == run(loop, ORIGINAL, calls, setup, monkeypatch,
+                                                                ORIGINAL_EXPIRE_IN)

@@ -293,8 +293,9 @@ class Hedge(Invocation):
         self.fail(errors.hedge_ended(self.op.name, endpoint))
 
 
-# With the compiled accelerator, the C twins take their places: once per call a client reads a reply.
-# Both are declared here, where both originals are loaded (connection.py needs this module only for types).
+# With the compiled accelerator, the C twins take their places: once per call a client sends, times or
+# reads.  All are declared here, where every original is loaded (connection.py needs this module only for types).
 _accelerator.twin(__name__, "Invocation.complete", "pyorb.client._cinvocation")
+_accelerator.twin(__name__, "Invocation.expire_in", "pyorb.client._cinvocation")
 _accelerator.twin(connection.__name__, "ClientConnection.message_received", "pyorb.client._cinvocation")
 _accelerator.twin(connection.__name__, "ClientConnection.start", "pyorb.client._cinvocation")

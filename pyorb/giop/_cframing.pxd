@@ -54,3 +54,4 @@ cdef inline int _put(obj, bint fast, Py_ssize_t offset, str name, value) except 
 
 
 cdef tuple _slot_offsets(cls, tuple names)
+cdef object _new_context(object context_id, object data)

@@ -21,12 +21,14 @@ statistics.
 """
 
 from cpython.pythread cimport PyThread_get_thread_ident
+from libc.string cimport memcmp
 from time import monotonic as _monotonic, perf_counter as _perf_counter
 
 from pyorb.giop._cframing cimport _get, _put, _slot_offsets
 from pyorb.giop.codesets import CHAR_CONVERSIONS
 from pyorb.giop.connection import GIOPConnection
-from pyorb.giop.messages import GIOP_1_2, Request
+from pyorb.giop import policies as _policies
+from pyorb.giop.messages import GIOP_1_2, SC_INVOCATION_POLICIES, Request, ServiceContext
 from pyorb.marshal.body import Operation
 from pyorb.server import requests as _requests
 from pyorb.server.adapter import Binding, Route
@@ -101,6 +103,45 @@ if _KNOWN:
 if _ENTRY_KNOWN:
     _E_OP, _E_STYLE, _E_ATTR = _ENTRY
 
+# The INVOCATION_POLICIES context every pyorb call with a timeout sends (policies.deadline_context):
+# its fixed bytes, little-endian, around the relative timeout's ticks.
+cdef object _ServiceContext = ServiceContext
+cdef tuple _CONTEXT = _slot_offsets(ServiceContext, ("context_id", "data"))
+cdef Py_ssize_t _SC_ID = -1 if _CONTEXT is None else _CONTEXT[0]
+cdef Py_ssize_t _SC_DATA = -1 if _CONTEXT is None else _CONTEXT[1]
+cdef object _POLICIES = SC_INVOCATION_POLICIES
+cdef bytes _RELATIVE_HEAD = _policies._RELATIVE_HEAD_LE
+cdef bytes _END_HEAD = _policies._END_HEAD_LE
+cdef Py_ssize_t _POLICIES_SIZE = _policies._DEADLINE_SIZE
+cdef Py_ssize_t _TICKS_AT = _policies._TICKS_AT
+cdef Py_ssize_t _END_TYPE_AT = _policies._END_TYPE_AT
+cdef double _TICKS = _policies._TICKS
+cdef bint _POLICIES_KNOWN = (_CONTEXT is not None and len(_RELATIVE_HEAD) == _TICKS_AT
+                             and _TICKS_AT + 8 <= _END_TYPE_AT and _END_TYPE_AT + len(_END_HEAD) <= _POLICIES_SIZE)
+
+
+cdef object _deadline_of(handler, message, tuple contexts):
+    """``handler._client_deadline(message)`` for a request whose only context is the one a pyorb
+    caller with a timeout sends (``request_deadline``'s first case, on the same clock); any
+    other to the original, which reads every form and logs a malformed one."""
+    cdef const unsigned char* p
+    cdef unsigned long long ticks = 0
+    cdef int i
+    if _POLICIES_KNOWN and len(contexts) == 1 and type(contexts[0]) is _ServiceContext:
+        context = contexts[0]
+        data = _get(context, True, _SC_DATA, "data")
+        if (_get(context, True, _SC_ID, "context_id") == _POLICIES and type(data) is bytes
+                and len(<bytes>data) == _POLICIES_SIZE):
+            p = <const unsigned char*><bytes>data
+            if (memcmp(p, <const char*>_RELATIVE_HEAD, _TICKS_AT) == 0
+                    and memcmp(p + _END_TYPE_AT, <const char*>_END_HEAD, len(_END_HEAD)) == 0):
+                for i in range(7, -1, -1):
+                    ticks = (ticks << 8) | p[_TICKS_AT + i]
+                if ticks < (1ULL << 53):  # exact as a double: the original's int / int, rounded once
+                    return _monotonic() + <double>ticks / _TICKS
+    return _client_deadline(handler, message)
+
+
 cdef dict _classes = {_Handler: True}  # a handler class -> whether the twin's own path serves its requests
 
 
@@ -123,7 +164,8 @@ def message_received(self, message):
     # _request's steps before the lookup.
     if _get(message, True, _R_ADDRESSING, "addressing_disposition"):
         return _original(self, message)
-    deadline = _client_deadline(self, message) if _get(message, True, _R_CONTEXTS, "service_contexts") else None
+    contexts = _get(message, True, _R_CONTEXTS, "service_contexts")
+    deadline = _deadline_of(self, message, contexts) if contexts else None
     core = _get(self, True, _H_CORE, "core")
     char_set = _get(core, _CORE_SET is not None and type(core) is _Core, _C_CHAR_SET, "char_set")
     if char_set not in _CONVERSIONS:
