@@ -35,12 +35,14 @@ def _pad(body: bytearray, to: int, offset: int = 0) -> None:
     body.extend(bytes(-(len(body) + offset) % to))
 
 
-def request_template(key: bytes) -> tuple[bytes, bytes]:
-    """The bytes of a ``work`` request before and after its request id and token."""
+def request_template(key: bytes, operation: str = "work") -> tuple[bytes, bytes]:
+    """The bytes of a request of ``operation(unsigned long long)`` before and after its request id
+    and argument."""
     body = bytearray(struct.pack("<B3x", 3))  # response flags: a reply is expected
     body += struct.pack("<H2xI", 0, len(key)) + key  # KeyAddr target
     _pad(body, 4, 4)
-    body += struct.pack("<I", 5) + b"work\0"
+    name = operation.encode("ascii") + b"\0"
+    body += struct.pack("<I", len(name)) + name
     _pad(body, 4, 4)
     body += struct.pack("<I", 0)  # no service contexts
     _pad(body, 8, 12 + 4)  # the argument is 8-aligned in the message

@@ -245,3 +245,37 @@ async def test_the_sequential_generator_times_its_calls_unless_untimed(options: 
     result = read_result(out.decode())
     assert (result.calls, result.errors) == (20, 0), result
     assert len(deadlines) >= 20 and all((d is not None) is timed for d in deadlines), deadlines
+
+
+@pytest.mark.parametrize("server", ["pyorb.servers.echo", "pyorb.servers.omni echo"])
+def test_bare_echo_client_awaits_each_echoed_call(server: str) -> None:
+    proc, ior = start(*server.split())
+    try:
+        assert ior.startswith("IOR:")
+        result = generate(ior, ["benchmarks.bare_echo_client"], "--warmup", "0.1", "--duration", "0.4")
+        # It checks each reply carries its own call's stamp back, and exits non-zero otherwise.
+        assert result.errors == 0 and result.calls > 50 and result.mode == "bare-sequential", result
+    finally:
+        stop(proc)
+
+
+def test_bare_echo_client_fails_on_an_exception_reply() -> None:
+    proc, ior = start("pyorb.servers.sink", "--model", "amh")  # no ping: BAD_OPERATION
+    try:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.bare_echo_client", ior, "--warmup", "0",
+                               "--duration", "0.2"], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT)
+        assert done.returncode != 0 and "reply status 2 to request 1" in done.stderr, done.stderr
+    finally:
+        stop(proc)
+
+
+def test_sequential_benchmark_prints_every_pair_and_the_ratios() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_sequential", "--rounds", "1", "--seconds", "0.3",
+                           "--warmup", "0.1", "--servers", "pyorb", "bare floor",
+                           "--clients", "pyorb, untimed", "omniORBpy", "bare asyncio"],
+                          capture_output=True, text=True, timeout=180, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    for server in ("pyorb", "bare floor"):
+        for client in ("pyorb, untimed", "omniORBpy", "bare asyncio"):
+            assert f"{client} -> {server}:" in done.stderr, done.stderr
+    assert done.stdout.count("1.00") >= 2, done.stdout  # omniORBpy's client against itself, per server
