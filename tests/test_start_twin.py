@@ -1,5 +1,5 @@
-"""The compiled ``ClientConnection.start`` and ``Invocation.expire_in`` (pyorb/client/_cinvocation.pyx)
-agree with their Python originals.
+"""The compiled ``Client.invoke``, ``ClientConnection.start`` and ``Invocation.expire_in``
+(pyorb/client/_cinvocation.pyx) agree with their Python originals.
 
 For the same calls timed and started on a fresh client connection, the
 twins and the originals must write the same bytes (a timed call's
@@ -11,7 +11,9 @@ result, oneway, arguments that do not marshal), the route's GIOP version,
 the call's timeout (none, sharing a slot with another call's, a slot of
 its own), interceptors' contexts and class, the connection's class,
 whether it is open, its pending-call limit and an offer waiting to be
-sent.  Skipped in a pure-Python process.
+sent; and ``invoke`` makes the same call (every slot of it) for the same
+arguments, whether the client has interceptors, the call is idempotent or
+made while a request is being served.  Skipped in a pure-Python process.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from hypothesis import strategies as st
 import pyorb
 from pyorb import _accelerator
 from pyorb.client.calls import Intercepted, Route
+from pyorb.client.client import Client
 from pyorb.client import connection
 from pyorb.client.connection import ClientConnection
 from pyorb.client.deadlines import Deadlines
@@ -43,6 +46,7 @@ MANY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
                                                                       HealthCheck.function_scoped_fixture])
 ORIGINAL: Any = _accelerator.original("pyorb.client.connection.ClientConnection.start")
 ORIGINAL_EXPIRE_IN: Any = _accelerator.original("pyorb.client.invocation.Invocation.expire_in")
+ORIGINAL_INVOKE: Any = _accelerator.original("pyorb.client.client.Client.invoke")
 TARGET = parse_reference("corbaloc:iiop:127.0.0.1:1/Echo")  # never contacted: what is sent is kept here
 ULL, STRING = 24, 18  # omniORB's TypeCode kinds
 OPERATIONS = {
@@ -151,6 +155,7 @@ def twin() -> Any:
 
     assert ClientConnection.start is _cinvocation.start, "the twin is not in place"
     assert Invocation.expire_in is _cinvocation.expire_in, "the twin is not in place"
+    assert Client.invoke is _cinvocation.invoke, "the twin is not in place"
     return _cinvocation.start
 
 
@@ -215,3 +220,105 @@ def test_each_case_the_compiled_start_hands_on_is_sent_as_the_python_one_does(
     calls, setup = CASES[case]
     assert run(loop, compiled, calls, setup, monkeypatch) == run(loop, ORIGINAL, calls, setup, monkeypatch,
                                                                 ORIGINAL_EXPIRE_IN)
+
+
+class Tagging:
+    """A client interceptor: a client with one hands its calls to the original invoke."""
+
+    def send_request(self, info: Any) -> None:
+        info.request_contexts[0x50590002] = b"tag"
+
+    def receive_reply(self, info: Any, exception: BaseException | None) -> None:
+        pass
+
+
+UNSET = object()
+
+
+def invoke_run(loop: asyncio.AbstractEventLoop, invoke: Any, calls: list[dict[str, Any]], interceptors: bool,
+               monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make ``calls`` with ``invoke`` through a client whose connection is open: what was
+    written, and every slot of every call."""
+    with monkeypatch.context() as patched:
+        patched.setattr(Client, "invoke", invoke)
+        patched.setattr(connection, "time", SimpleNamespace(time=lambda: 1e9, monotonic=time.monotonic))
+        patched.setattr(loop, "time", lambda: 1000.0)
+        return loop.run_until_complete(_invoke_run(calls, interceptors))
+
+
+async def _invoke_run(calls: list[dict[str, Any]], interceptors: bool) -> Any:
+    from pyorb.request_context import SERVING
+
+    client = pyorb.Client(interceptors=[Tagging()] if interceptors else ())
+    found = client.route(TARGET)
+    assert found is not None
+    route = Route(found.endpoint, found.key, GIOP_1_2)
+    conn = ClientConnection(Config(), lambda _conn: None)
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    client._conns[route.endpoint] = conn
+    invs = []
+    for call in calls:
+        op, args = OPERATIONS[call["op"]]
+        token = SERVING.set(SimpleNamespace(deadline=None)) if call["serving"] else None
+        try:
+            invs.append(client.invoke(TARGET, op, args, call["timeout"], route, call["idempotent"]))
+        finally:
+            if token is not None:
+                SERVING.reset(token)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    written = messages(bytes(transport.written))
+    seen = {id(client): "client", id(TARGET): "target", id(conn): "conn", id(route): "route"}
+    slots = [(type(inv).__name__, outcome(inv),
+              {name: described(value, seen) for name in Invocation.__slots__
+               if (value := getattr(inv, name, UNSET)) is not UNSET})
+             for inv in invs]
+    result = written, slots, sorted(conn.pending)
+    for inv in invs:
+        inv.cancel()
+    conn.pending.clear()
+    conn.connection_lost(None)  # its transport is a stand-in: the client forgets the connection
+    return result
+
+
+def described(value: Any, seen: dict[int, str]) -> Any:
+    """A call's slot, comparable between two runs: the run's own objects by role."""
+    if isinstance(value, Deadlines):
+        return "deadlines"
+    if isinstance(value, Intercepted):
+        return ("intercepted", value.contexts)
+    return seen.get(id(value), value)
+
+
+@MANY
+@given(calls=st.lists(st.fixed_dictionaries({
+           "op": st.sampled_from(["ping", "ping", "text", "notify", "bad"]),
+           "timeout": st.sampled_from([None, None, 30.0, 30.0, 0.5]),
+           "idempotent": st.sampled_from([False, False, True]),
+           "serving": st.sampled_from([False, False, False, True])}), min_size=1, max_size=5),
+       interceptors=st.sampled_from([False, False, True]))
+def test_the_compiled_invoke_makes_and_sends_the_call_the_python_one_does(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch, calls: list[dict[str, Any]],
+    interceptors: bool,
+) -> None:
+    twin()
+    assert invoke_run(loop, Client.invoke, calls, interceptors, monkeypatch) == \
+        invoke_run(loop, ORIGINAL_INVOKE, calls, interceptors, monkeypatch)
+
+
+def test_the_compiled_invoke_sends_a_plain_and_a_timed_call() -> None:
+    """Seen from outside: both requests written, the timed one with its context, both calls pending."""
+    twin()
+    loop = asyncio.new_event_loop()
+    try:
+        plain = {"op": "ping", "timeout": None, "idempotent": False, "serving": False}
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            written, slots, pending = invoke_run(loop, Client.invoke, [plain, {**plain, "timeout": 30.0}], False,
+                                                 monkeypatch)
+    finally:
+        loop.close()
+    assert pending == [1, 2] and [s[1] for s in slots] == [("pending",), ("pending",)]
+    assert slots[0][2]["deadlines"] is None and slots[1][2]["deadlines"] == "deadlines"
+    policies = b"\x07\x00\x00\x00\x40\x00\x00\x00"  # INVOCATION_POLICIES, 64 bytes (little-endian)
+    assert policies not in written[0] and policies in written[1]

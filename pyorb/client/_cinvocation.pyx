@@ -22,8 +22,11 @@ context if it has a deadline; it hands every other call to the original.
 ``expire_in`` puts a call in the slot of the calls that time out with it
 (a new slot earlier than the loop's timer is armed for: the original, which
 arms it), and a reply that completes a timed call takes it out of its slot here.
-tests/test_start_twin.py checks that ``start`` and ``expire_in`` write the
-same bytes and leave the same state as their originals.
+``invoke`` makes and sends the call of a client of exactly ``Client``
+without interceptors, outside servant code, to a route outside an object
+group, the ``Invocation`` made with its slots filled here.
+tests/test_start_twin.py checks that ``invoke``, ``start`` and ``expire_in``
+write the same bytes and leave the same state as their originals.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -293,3 +296,75 @@ def expire_in(self, timeout, loop, deadlines=None):
     _put(self, True, _DEADLINES, "deadlines", deadlines)
     _put(self, True, _TIMEOUT, "timeout", timeout)
     _put(self, True, _DEADLINE, "deadline", number)
+
+
+# Client.invoke: a call made where no request is being served, by a client of exactly Client without
+# interceptors, to a route of exactly Route outside an object group.
+_future_init = _invocation._future_init
+cdef object _new_call = _Invocation.__new__
+cdef tuple _CALL_INIT = _slot_offsets(_Invocation, ("args", "request_id", "forwards", "caller", "target", "resent",
+                                                    "tried", "idempotent", "sent_at"))
+cdef tuple _GROUP = _slot_offsets(Route, ("endpoint", "group"))
+cdef bint _INVOKE_KNOWN = _TIMED_KNOWN and not (_CALL_INIT is None or _GROUP is None)
+cdef Py_ssize_t _I_ARGS, _I_REQUEST_ID, _I_FORWARDS, _I_CALLER, _I_TARGET, _I_RESENT, _I_TRIED, _I_IDEMPOTENT
+cdef Py_ssize_t _I_SENT_AT, _R_ENDPOINT, _R_GROUP
+if _INVOKE_KNOWN:
+    (_I_ARGS, _I_REQUEST_ID, _I_FORWARDS, _I_CALLER, _I_TARGET, _I_RESENT, _I_TRIED, _I_IDEMPOTENT,
+     _I_SENT_AT) = _CALL_INIT
+    _R_ENDPOINT, _R_GROUP = _GROUP
+cdef object _ZERO_TIME = 0.0
+cdef object _get_running_loop = __import__("asyncio").get_running_loop
+# Bound on first use: pyorb.client.client imports this module's package first.
+cdef object _Client = None
+cdef object _SERVING = None
+cdef object _original_invoke = None
+
+
+cdef object _new_invocation(op, args, caller, target):
+    """``Invocation(op, args, None, caller, target)``, its slots filled here."""
+    inv = _new_call(_Invocation)
+    _future_init(inv)
+    _put(inv, True, _OP, "op", op)
+    _put(inv, True, _I_ARGS, "args", args)
+    _put(inv, True, _CONN, "conn", None)
+    _put(inv, True, _I_REQUEST_ID, "request_id", 0)
+    _put(inv, True, _DEADLINES, "deadlines", None)
+    _put(inv, True, _DEADLINE, "deadline", 0)
+    _put(inv, True, _I_FORWARDS, "forwards", 0)
+    _put(inv, True, _I_CALLER, "caller", caller)
+    _put(inv, True, _I_TARGET, "target", target)
+    _put(inv, True, _I_RESENT, "resent", False)
+    _put(inv, True, _INTERCEPTED, "intercepted", None)
+    _put(inv, True, _MEMBER, "member", None)
+    _put(inv, True, _I_TRIED, "tried", None)
+    _put(inv, True, _I_IDEMPOTENT, "idempotent", False)
+    _put(inv, True, _I_SENT_AT, "sent_at", _ZERO_TIME)
+    return inv
+
+
+def invoke(self, target, op, args, timeout, route=None, idempotent=False):
+    """As :meth:`pyorb.client.client.Client.invoke`."""
+    global _Client, _SERVING, _original_invoke
+    if _Client is None:
+        from pyorb import _accelerator, request_context
+        from pyorb.client import client
+        _Client, _SERVING = client.Client, request_context.SERVING
+        _original_invoke = _accelerator.original("pyorb.client.client.Client.invoke")
+    if not (_INVOKE_KNOWN and type(self) is _Client and not idempotent and type(route) is _Route
+            and _get(route, True, _R_GROUP, "group") is None and _SERVING.get(None) is None
+            and not self.interceptors):
+        return _original_invoke(self, target, op, args, timeout, route, idempotent)
+    loop = _get_running_loop()
+    inv = _new_invocation(op, args, self, target)
+    if timeout is not None:
+        deadlines = self._deadlines
+        if deadlines is None or self._deadlines_loop is not loop:  # Deadlines.of is a weak-dict lookup
+            deadlines = self._deadlines = _Deadlines.of(loop)
+            self._deadlines_loop = loop
+        expire_in(inv, timeout, loop, deadlines)
+    conn = self._conns.get(_get(route, True, _R_ENDPOINT, "endpoint"))
+    if conn is not None and conn.is_open:  # Client._send for a route outside a group
+        conn.start(inv, route)
+    else:
+        self._send(inv, route)
+    return inv

@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, Collection, Protocol, Sequence, Typ
 
 from omniORB import CORBA
 
+from pyorb import _accelerator
 from pyorb.client.balancer import POLICIES, Balancer, HedgeStats, Hedging, OutlierDetection
 from pyorb.client import errors
 from pyorb.client.calls import Endpoint, GroupRoutes, Intercepted, Route, reference_ior, route_for
@@ -478,3 +479,7 @@ class Client:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+# With the compiled accelerator, a C twin makes and sends the common call (pyorb.client._cinvocation).
+_accelerator.twin(__name__, "Client.invoke", "pyorb.client._cinvocation")
