@@ -23,7 +23,7 @@ import struct
 import time
 from typing import Any
 
-from benchmarks.bare_sink_client import REPLY_HEADER, request_template
+from benchmarks.bare_sink_client import REPLY_HEADER, request_template, run_and_emit
 from pyorb.giop.ior import parse_reference
 from pyorb.loadtest.stats import LoadResult
 
@@ -116,11 +116,7 @@ def main() -> None:
     ns = p.parse_args()
     if not (ns.warmup >= 0 and 0 < ns.duration <= 600):
         p.error("--warmup must be >= 0 and --duration in (0, 600]")
-    try:
-        import uvloop
-        uvloop.run(run(ns)).emit()
-    except ImportError:
-        asyncio.run(run(ns)).emit()
+    run_and_emit(run, ns)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import argparse
 import asyncio
 import struct
 import time
-from typing import Any
+from typing import Any, Callable, Coroutine
 
 # The IOR reader and result format of this checkout, whatever the working directory.
 from pyorb.giop.ior import parse_reference
@@ -155,11 +155,17 @@ def main() -> None:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if not (ns.warmup >= 0 and 0 < ns.duration <= 600):
         p.error("--warmup must be >= 0 and --duration in (0, 600]")
+    run_and_emit(run, ns)
+
+
+def run_and_emit(run: Callable[[argparse.Namespace], Coroutine[Any, Any, LoadResult]], ns: argparse.Namespace) -> None:
+    """Run ``run(ns)`` on uvloop (asyncio's own loop without it) and print its result's JSON line."""
     try:
         import uvloop
-        uvloop.run(run(ns)).emit()
     except ImportError:
         asyncio.run(run(ns)).emit()
+        return
+    uvloop.run(run(ns)).emit()
 
 
 if __name__ == "__main__":

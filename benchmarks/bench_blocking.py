@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 
 from rich.console import Console
@@ -24,7 +23,7 @@ from rich.table import Table
 
 from pathlib import Path
 
-from benchmarks.common import ROOT, ServerProcess, generator_result, positive, range_text
+from benchmarks.common import ROOT, ServerProcess, generator_rate, positive, range_text
 
 CLIENTS = {
     "pyorb BlockingClient": ["-m", "pyorb.loadtest.generator"],
@@ -39,14 +38,7 @@ def _rate(command: list[str], ior: str, threads: int, seconds: float, warmup: fl
     python = sys.executable if checkout is None else str(checkout / ".venv" / "bin" / "python")
     argv = [python, *command, ior, "--mode", "smi", "--clients", str(threads),
             "--duration", str(seconds), "--warmup", str(warmup), "--timeout", "10"]
-    done = subprocess.run(argv, cwd=checkout or ROOT, capture_output=True, timeout=RUN_TIMEOUT_S + seconds, check=False)
-    found = generator_result(done.stdout)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"{' '.join(command)} failed (rc {done.returncode}): "
-                           f"{done.stderr.decode(errors='replace')[-300:]}")
-    if found["errors"]:
-        raise RuntimeError(f"{' '.join(command)}: {found['errors']} calls failed")
-    return float(found["calls_per_s"])
+    return generator_rate(argv, checkout or ROOT, RUN_TIMEOUT_S + seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,14 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.common import ROOT, ServerProcess, generator_result, positive, range_text
+from benchmarks.common import ROOT, ServerProcess, generator_rate, positive, range_text
 
 SERVERS = {
     "pyorb": ["-m", "pyorb.servers.echo", "--servant", "sync"],
@@ -53,14 +52,7 @@ RUN_TIMEOUT_S = 60.0
 
 def _rate(client: list[str], ior: str, seconds: float, warmup: float) -> float:
     argv = [sys.executable, *client[:2], ior, *client[2:], "--duration", str(seconds), "--warmup", str(warmup)]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, timeout=RUN_TIMEOUT_S + seconds, check=False)
-    found = generator_result(done.stdout)
-    if done.returncode != 0 or found is None:
-        raise RuntimeError(f"{' '.join(client)} failed (rc {done.returncode}): "
-                           f"{done.stderr.decode(errors='replace')[-300:]}")
-    if found["errors"]:
-        raise RuntimeError(f"{' '.join(client)}: {found['errors']} calls failed")
-    return float(found["calls_per_s"])
+    return generator_rate(argv, ROOT, RUN_TIMEOUT_S + seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

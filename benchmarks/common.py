@@ -197,6 +197,19 @@ def generator_result(stdout: bytes) -> dict[str, Any] | None:
     return {**found.as_dict(), "calls_per_s": round(found.throughput, 1), **micro}
 
 
+def generator_rate(argv: list[str], cwd: Path, timeout: float) -> float:
+    """Run a load generator (``argv``, its command line) to its end: its answered calls per second.
+    Raises RuntimeError if it exited non-zero, printed no result or had calls fail."""
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=timeout, check=False)
+    found = generator_result(done.stdout)
+    label = " ".join(argv[1:3])
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"{label} failed (rc {done.returncode}): {done.stderr.decode(errors='replace')[-300:]}")
+    if found["errors"]:
+        raise RuntimeError(f"{label}: {found['errors']} calls failed")
+    return float(found["calls_per_s"])
+
+
 def range_text(values: list[float], fmt: str = "{:.1f}") -> str:
     """``min–max`` of repeated runs in ``fmt`` (one value when they agree): a table's spread column."""
     lo, hi = fmt.format(min(values)), fmt.format(max(values))
