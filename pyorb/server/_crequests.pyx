@@ -120,14 +120,15 @@ cdef bint _POLICIES_KNOWN = (_CONTEXT is not None and len(_RELATIVE_HEAD) == _TI
                              and _TICKS_AT + 8 <= _END_TYPE_AT and _END_TYPE_AT + len(_END_HEAD) <= _POLICIES_SIZE)
 
 
-cdef object _deadline_of(handler, message, tuple contexts):
+cdef object _deadline_of(handler, message, contexts):
     """``handler._client_deadline(message)`` for a request whose only context is the one a pyorb
     caller with a timeout sends (``request_deadline``'s first case, on the same clock); any
     other to the original, which reads every form and logs a malformed one."""
     cdef const unsigned char* p
     cdef unsigned long long ticks = 0
     cdef int i
-    if _POLICIES_KNOWN and len(contexts) == 1 and type(contexts[0]) is _ServiceContext:
+    if (_POLICIES_KNOWN and type(contexts) is tuple and len(<tuple>contexts) == 1
+            and type((<tuple>contexts)[0]) is _ServiceContext):
         context = contexts[0]
         data = _get(context, True, _SC_DATA, "data")
         if (_get(context, True, _SC_ID, "context_id") == _POLICIES and type(data) is bytes
