@@ -88,3 +88,16 @@ def test_calls_finished_on_several_threads_are_all_counted() -> None:
         t.join(60)
     assert (r.served, r.failed) == (4 * per_thread, 2 * per_thread)
     assert r.service_total == pytest.approx(4 * per_thread * 0.002)
+
+
+@pytest.mark.parametrize("make_lock", [threading.Lock, threading.RLock], ids=["lock", "rlock"])
+def test_the_lock_is_released_after_a_call_and_after_an_update_that_raises(make_lock: Any) -> None:
+    twin, original = Recorder(), Original()
+    for r in (twin, original):
+        r.lock = make_lock()
+        r.finish(0.5, 0.25, True)
+        with pytest.raises(TypeError):
+            r.finish("late", 0.25, False)  # type: ignore[arg-type]  # a wait that does not add: raised under the lock
+        assert r.lock.acquire(blocking=False), f"{type(r).__name__} kept its lock after the failed update"
+        r.lock.release()
+    assert state(twin) == state(original)

@@ -51,33 +51,43 @@ cdef int _REPLY = int(_messages.MsgType.REPLY)
 
 cdef extern from *:
     """
-    /* An instance of the slotted class `type` with its slots set from `values`
-       through their member descriptors (`descrs`): what the frozen dataclass's
-       __init__ makes, without its object.__setattr__ per field. */
-    static PyObject *pyorb_filled(PyObject *type, PyObject *descrs, PyObject *const *values) {
+    /* An instance of the slotted class `type` with its slots (at `offsets`, each
+       a plain object slot: see _slot_offsets) set to `values`: what the frozen
+       dataclass's __init__ makes, without its object.__setattr__ per field and
+       without a member descriptor's __set__ per slot.  tp_alloc zeroes the
+       instance, so no slot holds anything to release. */
+    static PyObject *pyorb_filled(PyObject *type, const Py_ssize_t *offsets, Py_ssize_t n,
+                                  PyObject *const *values) {
         PyObject *obj = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
-        Py_ssize_t i, n = PyTuple_GET_SIZE(descrs);
+        Py_ssize_t i;
         if (obj == NULL)
             return NULL;
         for (i = 0; i < n; i++) {
-            PyObject *descr = PyTuple_GET_ITEM(descrs, i);
-            if (Py_TYPE(descr)->tp_descr_set(descr, obj, values[i]) < 0) {
-                Py_DECREF(obj);
-                return NULL;
-            }
+            Py_INCREF(values[i]);
+            *(PyObject **)((char *)obj + offsets[i]) = values[i];
         }
         return obj;
     }
     """
-    object _filled "pyorb_filled"(object cls, tuple descrs, PyObject** values)
+    object _filled "pyorb_filled"(object cls, const Py_ssize_t* offsets, Py_ssize_t n, PyObject** values)
 
 
-cdef tuple _slot_setters(cls, tuple fields):
-    """The member descriptors of ``cls``'s slots in ``fields`` order, or None
-    where fast12 builds it some other way (its layout is not the one expected)."""
+cdef tuple _filled_offsets(cls, tuple fields):
+    """The offsets of ``cls``'s slots in ``fields`` order, or None where fast12 builds it some
+    other way (its layout is not the one expected, or something runs after ``__init__``)."""
     if getattr(cls, "__slots__", None) != fields or hasattr(cls, "__post_init__"):
         return None
-    return tuple(cls.__dict__[name] for name in fields)
+    return _slot_offsets(cls, fields)
+
+
+cdef bint _offsets_into(tuple offsets, Py_ssize_t* into) except -1:
+    """Copy ``offsets`` (from ``_filled_offsets``) into the C array ``into``: whether there were any."""
+    cdef Py_ssize_t i
+    if offsets is None:
+        return False
+    for i in range(len(offsets)):
+        into[i] = offsets[i]
+    return True
 
 
 cdef tuple _slot_offsets(cls, tuple names):
@@ -136,9 +146,14 @@ cdef inline bint _by_offset(conn) except -1:
 
 cdef object _Request = _messages.Request
 cdef object _Reply = _messages.Reply
-cdef tuple _REQUEST_SLOTS = _slot_setters(_Request, _fast12._REQUEST_FIELDS)
-cdef tuple _REPLY_SLOTS = _slot_setters(_Reply, _fast12._REPLY_FIELDS)
-cdef tuple _CONTEXT_SLOTS = _slot_setters(_ServiceContext, ("context_id", "data"))
+# Where each message class's slots are, for _filled; a class whose layout is not the
+# expected one is built by its Python builder instead.
+cdef Py_ssize_t _REQUEST_SLOTS[12]
+cdef Py_ssize_t _REPLY_SLOTS[8]
+cdef Py_ssize_t _CONTEXT_SLOTS[2]
+cdef bint _REQUEST_FILLED = _offsets_into(_filled_offsets(_Request, _fast12._REQUEST_FIELDS), _REQUEST_SLOTS)
+cdef bint _REPLY_FILLED = _offsets_into(_filled_offsets(_Reply, _fast12._REPLY_FIELDS), _REPLY_SLOTS)
+cdef bint _CONTEXT_FILLED = _offsets_into(_filled_offsets(_ServiceContext, ("context_id", "data")), _CONTEXT_SLOTS)
 cdef object _KEY_ADDR = _header.KEY_ADDR
 cdef object _NO_PRINCIPAL = b""
 cdef object _NEED_DATA = _messages.NEED_DATA
@@ -148,7 +163,7 @@ cdef object _new_request(object request_id, object flags, object key, object ope
                          object contexts, object little, object body_offset):
     """``fast12._build_request(...)`` for a GIOP 1.2 KeyAddr Request, its slots filled in C."""
     cdef PyObject* values[12]
-    if _REQUEST_SLOTS is None:
+    if not _REQUEST_FILLED:
         return _build_request(request_id, flags, key, operation, body, contexts, _GIOP_1_2, little, body_offset)
     values[0] = <PyObject*>request_id
     values[1] = <PyObject*>flags
@@ -162,23 +177,23 @@ cdef object _new_request(object request_id, object flags, object key, object ope
     values[9] = <PyObject*>_NO_PRINCIPAL
     values[10] = <PyObject*>_KEY_ADDR
     values[11] = <PyObject*>_EMPTY
-    return _filled(_Request, _REQUEST_SLOTS, values)
+    return _filled(_Request, _REQUEST_SLOTS, 12, values)
 
 
 cdef object _new_context(object context_id, object data):
     """``ServiceContext(context_id, data)``, its slots filled in C (a timed call's request carries one)."""
     cdef PyObject* values[2]
-    if _CONTEXT_SLOTS is None:
+    if not _CONTEXT_FILLED:
         return _ServiceContext(context_id, data)
     values[0] = <PyObject*>context_id
     values[1] = <PyObject*>data
-    return _filled(_ServiceContext, _CONTEXT_SLOTS, values)
+    return _filled(_ServiceContext, _CONTEXT_SLOTS, 2, values)
 
 
 cdef object _new_reply(object request_id, object status, object body, object little, object body_offset):
     """``fast12._build_reply(...)`` for a GIOP 1.2 Reply without service contexts, its slots filled in C."""
     cdef PyObject* values[8]
-    if _REPLY_SLOTS is None:
+    if not _REPLY_FILLED:
         return _build_reply(request_id, status, body, _EMPTY, _GIOP_1_2, little, body_offset)
     values[0] = <PyObject*>request_id
     values[1] = <PyObject*>status
@@ -188,7 +203,7 @@ cdef object _new_reply(object request_id, object status, object body, object lit
     values[5] = <PyObject*>little
     values[6] = <PyObject*>body_offset
     values[7] = <PyObject*>_EMPTY
-    return _filled(_Reply, _REPLY_SLOTS, values)
+    return _filled(_Reply, _REPLY_SLOTS, 8, values)
 
 
 cdef list _header_entries():

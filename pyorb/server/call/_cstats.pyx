@@ -10,6 +10,8 @@ the original.  tests/test_stats_twin.py checks that both leave the same
 counts for the same calls.
 """
 
+import _thread
+
 from pyorb.giop._cframing cimport _get, _put, _slot_offsets
 from pyorb.server.call import stats as _stats
 
@@ -21,14 +23,34 @@ if _OFFSETS is not None:
     _LOCK, _SERVED, _WAIT, _SERVICE, _FAILED, _SAMPLES = _OFFSETS
 
 
+cdef object _LockType = _thread.LockType
+# Called unbound: ``with lock`` looks up and binds __enter__ and __exit__ per call.
+cdef object _acquire = _LockType.acquire
+cdef object _release = _LockType.release
+
+
+cdef int _count(self, wait, service, failed) except -1:
+    """The recorder's updates for one call; the caller holds its lock."""
+    _put(self, True, _SERVED, "served", _get(self, True, _SERVED, "served") + 1)
+    _put(self, True, _WAIT, "wait_total", _get(self, True, _WAIT, "wait_total") + wait)
+    _put(self, True, _SERVICE, "service_total", _get(self, True, _SERVICE, "service_total") + service)
+    if failed:
+        _put(self, True, _FAILED, "failed", _get(self, True, _FAILED, "failed") + 1)
+    _get(self, True, _SAMPLES, "samples").append((wait, service))
+    return 0
+
+
 def finish(self, wait, service, failed):
     """As :meth:`pyorb.server.call.stats.Recorder.finish`."""
     if _OFFSETS is None or type(self) is not _Recorder:
         return _original(self, wait, service, failed)
-    with _get(self, True, _LOCK, "lock"):
-        _put(self, True, _SERVED, "served", _get(self, True, _SERVED, "served") + 1)
-        _put(self, True, _WAIT, "wait_total", _get(self, True, _WAIT, "wait_total") + wait)
-        _put(self, True, _SERVICE, "service_total", _get(self, True, _SERVICE, "service_total") + service)
-        if failed:
-            _put(self, True, _FAILED, "failed", _get(self, True, _FAILED, "failed") + 1)
-        _get(self, True, _SAMPLES, "samples").append((wait, service))
+    lock = _get(self, True, _LOCK, "lock")
+    if type(lock) is not _LockType:
+        with lock:
+            _count(self, wait, service, failed)
+        return
+    _acquire(lock)
+    try:
+        _count(self, wait, service, failed)
+    finally:
+        _release(lock)
