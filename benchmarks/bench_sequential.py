@@ -14,17 +14,27 @@ other round:
 - ``bare_echo_client.py``: a coroutine awaiting one future per call on a
   raw uvloop protocol, the least any asyncio caller can do.
 
+``--cpus`` pins the benchmark, and so every server and client it starts, to
+the CPUs given.  On one CPU a round trip costs the two processes' CPU time
+and one context switch, and no wakeup of another CPU: on a VM whose idle
+virtual CPUs halt, that wakeup costs more than either ORB's work (about
+100 µs per round trip on the development machine), so the unpinned figures
+measure the host's wakeups as much as the ORBs and the pinned ones their
+CPU cost per call.
+
 It prints calls/s (median, min–max over the rounds) and, per server, each
 client's ratio to omniORBpy's client on the same server, per round and of
 the medians: the bare asyncio client's ratio is the floor of pyorb's.
 
     python -m benchmarks.bench_sequential --rounds 5 --seconds 2
+    python -m benchmarks.bench_sequential --rounds 5 --seconds 2 --cpus 0
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -62,10 +72,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds before each run")
     p.add_argument("--servers", nargs="+", choices=list(SERVERS), default=list(SERVERS))
     p.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=list(CLIENTS))
+    p.add_argument("--cpus", type=int, nargs="+", metavar="CPU",
+                   help="run every server and client on these CPUs only (default: wherever the kernel puts them)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every run's calls/s as JSON here")
     ns = p.parse_args(argv)
     if BASELINE_CLIENT not in ns.clients:
         p.error(f"--clients must include {BASELINE_CLIENT!r}: the ratios are to it")
+    placement = "unpinned"
+    if ns.cpus:
+        allowed = os.sched_getaffinity(0)
+        if not set(ns.cpus) <= allowed:
+            p.error(f"--cpus {' '.join(map(str, ns.cpus))}: this process may run only on CPUs "
+                    f"{', '.join(map(str, sorted(allowed)))}")
+        os.sched_setaffinity(0, ns.cpus)  # the servers and clients started below inherit it
+        placement = f"every process on CPU {', '.join(map(str, sorted(set(ns.cpus))))}"
     rates: dict[tuple[str, str], list[float]] = {(s, c): [] for s in ns.servers for c in ns.clients}
     for r in range(ns.rounds):
         for server in ns.servers:
@@ -86,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(server, client, f"{statistics.median(runs):,.0f} ({range_text(runs, '{:,.0f}')})",
                           f"{statistics.median(runs) / statistics.median(base):.2f}", per_round)
     Console(width=160).print(table)
+    print(f"placement: {placement}")
     omni = rates.get(("omniORBpy thread/conn", BASELINE_CLIENT))
     if omni:
         print("pyorb → pyorb ÷ omniORBpy → omniORBpy, per round:",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -270,8 +271,9 @@ def test_bare_echo_client_fails_on_an_exception_reply() -> None:
 
 
 def test_sequential_benchmark_prints_every_pair_and_the_ratios() -> None:
+    cpu = min(os.sched_getaffinity(0))
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_sequential", "--rounds", "1", "--seconds", "0.3",
-                           "--warmup", "0.1", "--servers", "pyorb", "bare floor",
+                           "--warmup", "0.1", "--cpus", str(cpu), "--servers", "pyorb", "bare floor",
                            "--clients", "pyorb, untimed", "omniORBpy", "bare asyncio"],
                           capture_output=True, text=True, timeout=180, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -279,3 +281,4 @@ def test_sequential_benchmark_prints_every_pair_and_the_ratios() -> None:
         for client in ("pyorb, untimed", "omniORBpy", "bare asyncio"):
             assert f"{client} -> {server}:" in done.stderr, done.stderr
     assert done.stdout.count("1.00") >= 2, done.stdout  # omniORBpy's client against itself, per server
+    assert f"placement: every process on CPU {cpu}\n" in done.stdout, done.stdout
