@@ -33,7 +33,7 @@ class Original(Recorder):
 
 
 def state(r: Recorder) -> tuple[Any, ...]:
-    return (r.started, r.served, r.failed, r.dropped, r.rejected, r.wait_total, r.service_total, list(r.samples),
+    return (r.started, r.served, r.failed, r.dropped, r.rejected, r.wait_total, r.service_total, list(r.waits), list(r.services),
             r.shed, r.expired)
 
 

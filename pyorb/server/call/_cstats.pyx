@@ -17,10 +17,11 @@ from pyorb.server.call import stats as _stats
 
 cdef object _Recorder = _stats.Recorder
 _original = _Recorder.finish  # taken while the class still holds it
-cdef tuple _OFFSETS = _slot_offsets(_Recorder, ("lock", "served", "wait_total", "service_total", "failed", "samples"))
-cdef Py_ssize_t _LOCK, _SERVED, _WAIT, _SERVICE, _FAILED, _SAMPLES
+cdef tuple _OFFSETS = _slot_offsets(_Recorder, ("lock", "served", "wait_total", "service_total", "failed", "waits",
+                                                "services"))
+cdef Py_ssize_t _LOCK, _SERVED, _WAIT, _SERVICE, _FAILED, _WAITS, _SERVICES
 if _OFFSETS is not None:
-    _LOCK, _SERVED, _WAIT, _SERVICE, _FAILED, _SAMPLES = _OFFSETS
+    _LOCK, _SERVED, _WAIT, _SERVICE, _FAILED, _WAITS, _SERVICES = _OFFSETS
 
 
 cdef object _LockType = _thread.LockType
@@ -36,7 +37,8 @@ cdef int _count(self, wait, service, failed) except -1:
     _put(self, True, _SERVICE, "service_total", _get(self, True, _SERVICE, "service_total") + service)
     if failed:
         _put(self, True, _FAILED, "failed", _get(self, True, _FAILED, "failed") + 1)
-    _get(self, True, _SAMPLES, "samples").append((wait, service))
+    _get(self, True, _WAITS, "waits").append(wait)
+    _get(self, True, _SERVICES, "services").append(service)
     return 0
 
 

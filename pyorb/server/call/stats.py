@@ -1,8 +1,8 @@
 """Dispatch statistics, cheap enough to leave on.
 
 Each operation under each strategy has a :class:`Recorder`.  Recording a
-call costs a clock read, a few attribute updates and one append to a bounded
-deque; snapshots merge the recorders per strategy and per operation, with
+call costs a clock read, a few attribute updates and an append to each of
+two bounded deques; snapshots merge the recorders per strategy and per operation, with
 percentiles over each recorder's most recent ``window`` calls (means over all
 calls).
 """
@@ -89,8 +89,8 @@ class Recorder:
     the servant.
     """
 
-    __slots__ = ("started", "served", "failed", "dropped", "rejected", "wait_total", "service_total", "samples",
-                 "lock", "shed", "admission", "expired")
+    __slots__ = ("started", "served", "failed", "dropped", "rejected", "wait_total", "service_total", "waits",
+                 "services", "lock", "shed", "admission", "expired")
 
     def __init__(self, window: int = WINDOW) -> None:
         self.lock = threading.Lock()
@@ -101,7 +101,12 @@ class Recorder:
         self.rejected = 0  # loop thread only: interceptors run there
         self.wait_total = 0.0
         self.service_total = 0.0
-        self.samples: deque[tuple[float, float]] = deque(maxlen=window)
+        # The recent calls' waits and service times, in two windows of floats
+        # rather than one of pairs: a float is not tracked by the garbage
+        # collector, a tuple is, and a window of thousands of surviving tuples
+        # made the collector run, and walk them all, every few thousand calls.
+        self.waits: deque[float] = deque(maxlen=window)
+        self.services: deque[float] = deque(maxlen=window)
         self.shed = 0
         self.admission: Admission | None = None
         """The operation's admission control under its strategy (None: every call is queued)."""
@@ -116,7 +121,8 @@ class Recorder:
             self.service_total += service
             if failed:
                 self.failed += 1
-            self.samples.append((wait, service))
+            self.waits.append(wait)
+            self.services.append(service)
 
 
 class Gauges:
@@ -133,7 +139,8 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
     """One snapshot of several recorders (an operation's, or a strategy's)."""
     started = served = failed = dropped = rejected = shed = expired = 0
     wait_total = service_total = age = 0.0
-    recent: list[tuple[float, float]] = []
+    waits: list[float] = []
+    services: list[float] = []
     for r in recorders:
         with r.lock:  # one consistent reading per recorder
             started += r.started
@@ -145,13 +152,14 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
             expired += r.expired
             wait_total += r.wait_total
             service_total += r.service_total
-            recent.extend(list(r.samples))
+            waits.extend(r.waits)
+            services.extend(r.services)
         if r.admission is not None:
             age = max(age, r.admission.age())
     return RecorderSnapshot(
         name, served, max(0, started - served), failed, dropped,
-        Timing.of(wait_total, served, [w for w, _ in recent]),
-        Timing.of(service_total, served, [s for _, s in recent]),
+        Timing.of(wait_total, served, waits),
+        Timing.of(service_total, served, services),
         gauges.queued() if gauges else 0, gauges.threads() if gauges else 0, rejected,
         _targets(gauges), shed, age, expired,
     )
