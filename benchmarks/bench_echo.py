@@ -33,6 +33,10 @@ A run counts as clean only if client and server exit 0 and the client saw
 no error; medians use clean runs only and a point with an unclean run is
 flagged, with the reason listed under the tables.
 
+--cpus pins every server and client to the CPUs given (see
+bench_sequential.py: on this VM, one CPU measures the processes' CPU
+cost per call, two add the host's wakeups of the other CPU).
+
 Tables are printed with `rich`; --markdown PATH writes them as Markdown
 (rich's Markdown box), --json PATH the raw per-run results.
 """
@@ -466,6 +470,7 @@ def header_lines(ns: argparse.Namespace, meta: dict[str, Any]) -> list[str]:
             f"{meta['machine']['cpus']} CPUs, {meta['machine']['platform']}.",
             f"Load average before: {meta['load_before']}, after: "
             f"{meta['load_after']}; total {meta['wall_s']:.0f} s.",
+            f"Placement: {meta['placement']}.",
             f"pyorb accelerator (servers and clients inherit it): {accelerator_state()}."]
 
 
@@ -544,6 +549,7 @@ def run_benchmark(name: str, argv: Sequence[str] | None,
                              *(argv if argv is not None else sys.argv[1:])]),
         "seconds": ns.seconds, "warmup": ns.warmup, "repeats": ns.repeats,
         "machine": machine(),
+        "placement": ns.placement,
         "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg())}
     runs: list[Run] = []
     try:

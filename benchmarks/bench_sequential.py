@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -42,7 +41,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.common import ROOT, ServerProcess, generator_rate, positive, range_text
+from benchmarks.common import ROOT, ServerProcess, add_cpus_option, generator_rate, pin_cpus, positive, range_text
 
 SERVERS = {
     "pyorb": ["-m", "pyorb.servers.echo", "--servant", "sync"],
@@ -72,20 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds before each run")
     p.add_argument("--servers", nargs="+", choices=list(SERVERS), default=list(SERVERS))
     p.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=list(CLIENTS))
-    p.add_argument("--cpus", type=int, nargs="+", metavar="CPU",
-                   help="run every server and client on these CPUs only (default: wherever the kernel puts them)")
+    add_cpus_option(p)
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every run's calls/s as JSON here")
     ns = p.parse_args(argv)
     if BASELINE_CLIENT not in ns.clients:
         p.error(f"--clients must include {BASELINE_CLIENT!r}: the ratios are to it")
-    placement = "unpinned"
-    if ns.cpus:
-        allowed = os.sched_getaffinity(0)
-        if not set(ns.cpus) <= allowed:
-            p.error(f"--cpus {' '.join(map(str, ns.cpus))}: this process may run only on CPUs "
-                    f"{', '.join(map(str, sorted(allowed)))}")
-        os.sched_setaffinity(0, ns.cpus)  # the servers and clients started below inherit it
-        placement = f"every process on CPU {', '.join(map(str, sorted(set(ns.cpus))))}"
+    placement = pin_cpus(p, ns.cpus)  # the servers and clients started below inherit it
     rates: dict[tuple[str, str], list[float]] = {(s, c): [] for s in ns.servers for c in ns.clients}
     for r in range(ns.rounds):
         for server in ns.servers:

@@ -53,17 +53,43 @@ def add_run_options(p: argparse.ArgumentParser, normal: RunDefaults,
                    help="also write the tables as Markdown here")
     p.add_argument("--json", type=Path, metavar="PATH",
                    help="also write the raw results as JSON here")
+    add_cpus_option(p)
+
+
+def add_cpus_option(p: argparse.ArgumentParser) -> None:
+    """``--cpus``: where every server and client of the run may run."""
+    p.add_argument("--cpus", type=int, nargs="+", metavar="CPU",
+                   help="run every server and client on these CPUs only (default: wherever the kernel puts them)")
+
+
+def pin_cpus(p: argparse.ArgumentParser, cpus: list[int] | None) -> str:
+    """Pin this process, and so every process it starts afterwards, to ``cpus``
+    (none: leave it where it is); how the run is placed, for its report.
+
+    On a VM whose idle virtual CPUs halt, waking another CPU for each
+    message can cost more than an ORB's work per call: pinned to one CPU, a
+    round trip costs the processes' CPU time and a context switch, and the
+    unpinned figures measure the host's wakeups as much as the ORBs."""
+    if not cpus:
+        return "unpinned"
+    allowed = os.sched_getaffinity(0)
+    if not set(cpus) <= allowed:
+        p.error(f"--cpus {' '.join(map(str, cpus))}: this process may run only on CPUs "
+                f"{', '.join(map(str, sorted(allowed)))}")
+    os.sched_setaffinity(0, cpus)
+    return f"every process on CPU {', '.join(map(str, sorted(set(cpus))))}"
 
 
 def settle_run_options(p: argparse.ArgumentParser, ns: argparse.Namespace,
                        normal: RunDefaults, quick: RunDefaults) -> None:
-    """Fill in what add_run_options' options left unset."""
+    """Fill in what add_run_options' options left unset, and place the run on ``--cpus``."""
     chosen = quick if ns.quick else normal
     ns.seconds = ns.seconds or chosen.seconds
     ns.repeats = ns.repeats or chosen.repeats
     ns.warmup = chosen.warmup if ns.warmup is None else ns.warmup
     if ns.warmup < 0:
         p.error("--warmup must not be negative")
+    ns.placement = pin_cpus(p, ns.cpus)
 
 
 # -- server processes (bench_echo.py, bench_strategies.py) --------------------

@@ -185,6 +185,24 @@ def test_middle_floor_benchmark_prints_every_chain() -> None:
     assert "All runs clean." in done.stdout, done.stdout + done.stderr
     for label in ("bare → bare ", "bare → bare → bare", "pyorb → pyorb → pyorb"):
         assert label in done.stdout, done.stdout
+    assert "Placement: unpinned." in done.stdout, done.stdout
+
+
+def test_the_benchmarks_run_every_process_on_the_cpus_given_and_refuse_others() -> None:
+    allowed = os.sched_getaffinity(0)
+    cpu = max(allowed)
+    command = [sys.executable, "-m", "benchmarks.bench_middle_floor", "--quick", "--clients", "2", "--delay", "0.01",
+               "--chains", "bare/none/bare"]
+    done = subprocess.run([*command, "--cpus", str(cpu)], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert f"Placement: every process on CPU {cpu}." in done.stdout, done.stdout
+    outside = max(allowed) + 1
+    refused = subprocess.run([*command, "--cpus", str(outside)], capture_output=True, text=True, timeout=60,
+                             check=False, cwd=ROOT)
+    assert refused.returncode == 2, refused.stderr
+    assert f"--cpus {outside}: this process may run only on CPUs {', '.join(map(str, sorted(allowed)))}" \
+        in refused.stderr, refused.stderr
 
 
 @pytest.mark.interop
