@@ -5,6 +5,7 @@
     python -m benchmarks.bench_overload --no-admission  # the same servers without admission control
     python -m benchmarks.bench_overload --quick         # a smoke run
     python -m benchmarks.bench_overload --tree /tmp/pyorb-before  # A/B against another copy of pyorb
+    python -m benchmarks.bench_overload --server-cpus 1  # each sink on CPU 1, the generator on the others
 
 Each server is a fresh sink process (Bench::Sink.work: ``--cpu`` seconds of
 CPU per call, so every model has about the same capacity on one
@@ -35,7 +36,13 @@ per refused call (its CPU time less the replied calls at the served cost,
 over the refused calls), and the share of the server's CPU that went to
 the calls it replied to (at the served cost): goodput against the capacity
 the CPU the machine gave the server during that point would have had,
-which the machine's other work does not shift.  On one interpreter, goodput at k x capacity keeps
+which the machine's other work does not shift.
+
+``--server-cpus`` runs each sink, with all its threads, on the CPUs given
+and this generator on the others.  Unpinned, the kernel spreads a sink's
+threads over the CPUs, and every hand-over of the interpreter lock between
+two of them then waits for the other CPU to wake: a share of a core the
+server spends idle under load, which a server given its own CPU does not.  On one interpreter, goodput at k x capacity keeps
 the share (1 - k r) / (1 - r) of the capacity, r being a refused call's
 cost over a served one's: 90 % at 10x needs r <= 1.1 %.
 """
@@ -46,6 +53,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -101,6 +109,8 @@ class Server:
     """One server's capacity and runs."""
 
     model: str
+    cpus: list[int] = field(default_factory=list)
+    """The CPUs the sink's threads could run on when it was measured."""
     capacity: float = 0.0
     served_cpu: float = 0.0
     """Server CPU seconds per served call, from the capacity runs."""
@@ -133,8 +143,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-admission", action="store_true", help="pyorb's sinks without admission control")
     p.add_argument("--quick", action="store_true", help="a smoke run: three servers, 1x and 5x, short points")
     p.add_argument("--tree", help="also run each pyorb server from this copy of pyorb, just before this tree's")
+    p.add_argument("--server-cpus", type=int, nargs="+", metavar="CPU",
+                   help="run each sink on these CPUs and the generator on the others (default: unpinned)")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write the runs as JSON here")
     ns = p.parse_args(argv)
+    ns.generator_cpus = None
+    if ns.server_cpus:
+        allowed = os.sched_getaffinity(0)
+        ns.server_cpus = set(ns.server_cpus)
+        ns.generator_cpus = allowed - ns.server_cpus
+        if not ns.server_cpus <= allowed or not ns.generator_cpus:
+            p.error(f"--server-cpus {' '.join(map(str, sorted(ns.server_cpus)))}: the sink needs CPUs among "
+                    f"{', '.join(map(str, sorted(allowed)))}, and the generator at least one of them left over")
     ns.factors = [float(f) for f in ns.factors.split(",")]
     if ns.quick:
         ns.factors, ns.seconds, ns.capacity_seconds = [1.0, 5.0], 0.5, 0.5
@@ -207,9 +227,14 @@ def _loop_cpu(process: psutil.Process) -> float:
 async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -> Server:
     result = Server(model if tree is None else f"{model} ({tree})")
     process = ServerProcess(command(model, ns, tree), result.model)
+    if ns.server_cpus:
+        os.sched_setaffinity(0, ns.server_cpus)  # the sink inherits it, and every thread it starts
     with process as ior:
+        if ns.generator_cpus:
+            os.sched_setaffinity(0, ns.generator_cpus)
         assert process.proc is not None
         server = psutil.Process(process.proc.pid)
+        result.cpus = sorted(server.cpu_affinity())
         # The better of two: a shared machine only ever makes it look lower.
         cpu = _cpu(server)
         rates = [await capacity(ior, ns.capacity_seconds, ns.capacity_concurrency) for _ in range(2)]
@@ -261,6 +286,13 @@ def _shed_cost(server: Server, runs: list[Run]) -> str:
     return range_text(costs, "{:.0f}") if costs else "–"
 
 
+def _placement(ns: argparse.Namespace) -> str:
+    if not ns.server_cpus:
+        return "unpinned"
+    return (f"each sink on CPU {', '.join(map(str, sorted(ns.server_cpus)))}, "
+            f"the generator on CPU {', '.join(map(str, sorted(ns.generator_cpus)))}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
     console = Console(width=140)
@@ -275,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = " ".join(f"{x:.2f}" for x in psutil.getloadavg())
     console.print(f"{len(ns.models)} servers in {time.monotonic() - started:.0f} s; load average {load}; "
                   f"sink --cpu {ns.cpu:g}, {ns.connections} connections, call timeout {ns.timeout:g} s, "
-                  f"{ns.seconds:g} s per point (steady from {ns.warmup:g} s), {ns.repeats} repeats")
+                  f"{ns.seconds:g} s per point (steady from {ns.warmup:g} s), {ns.repeats} repeats; "
+                  f"{_placement(ns)}")
     if ns.json:
         ns.json.write_text(json.dumps([asdict(r) for r in results], indent=1), encoding="utf-8")
     return 0

@@ -221,6 +221,26 @@ def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
 
 
+@pytest.mark.interop
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU for the sink and one for the generator")
+def test_the_overload_benchmark_runs_the_sink_on_the_cpus_given_and_the_generator_on_the_others(
+        tmp_path: Path) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    sink, rest = allowed[-1], allowed[:-1]
+    out = tmp_path / "overload.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_overload", "--quick", "--repeats", "1",
+                           "--models", "reactive", "--server-cpus", str(sink), "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [server] = json.loads(out.read_text(encoding="utf-8"))
+    assert server["cpus"] == [sink], server["cpus"]
+    assert f"each sink on CPU {sink}, the generator on CPU {', '.join(map(str, rest))}" in \
+        " ".join(done.stdout.split()), done.stdout[-1000:]
+    every = subprocess.run([sys.executable, "-m", "benchmarks.bench_overload", "--server-cpus", *map(str, allowed)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert every.returncode == 2 and "the generator at least one of them left over" in every.stderr, every.stderr
+
+
 def test_bench_locator_runs_both_models_and_prints_the_ratio() -> None:
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_locator", "--ids", "1000",
                            "--seconds", "0.5", "--warmup", "0.1", "--repeats", "1", "--clients", "2",
