@@ -32,6 +32,26 @@ def workers_of(pid: int) -> list[psutil.Process]:
     return [c for c in psutil.Process(pid).children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
 
 
+def serving(supervisor: int, port: int, count: int) -> set[int]:
+    """The workers listening on ``port``, from one look at the process tree; empty until there are ``count``.
+
+    One look, because a worker killed a moment ago can still be listed alive
+    by one call and gone by the next; listening, because a worker started
+    again is a child well before it serves.
+    """
+    try:
+        pids = {w.pid for w in workers_of(supervisor)}
+        if len(pids) != count:
+            return set()
+        for pid in pids:
+            conns = psutil.Process(pid).net_connections("tcp")
+            if not any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in conns):
+                return set()
+        return pids
+    except psutil.NoSuchProcess:  # died while we looked
+        return set()
+
+
 async def calls(ref: str, count: int = 8) -> list[int]:
     clients = [pyorb.Client() for _ in range(count)]  # one connection each: SO_REUSEPORT spreads them
     try:
@@ -43,12 +63,17 @@ async def calls(ref: str, count: int = 8) -> list[int]:
 def test_a_killed_worker_is_started_again_and_the_port_keeps_serving() -> None:
     sink = ServerProcess([sys.executable, "-m", "pyorb.servers.sink", "--workers", "2", "--delay", "0"])
     try:
-        wait_until_blocking(lambda: len(workers_of(sink.pid)) == 2)
-        first, second = sorted(w.pid for w in workers_of(sink.pid))
+        wait_until_blocking(lambda: serving(sink.pid, sink.port, 2), what="two workers listening")
+        first, second = sorted(serving(sink.pid, sink.port, 2))
         assert sorted(asyncio.run(calls(sink.corbaloc))) == list(range(8))
         psutil.Process(first).send_signal(signal.SIGKILL)
-        wait_until_blocking(lambda: len(workers_of(sink.pid)) == 2 and first not in {w.pid for w in workers_of(sink.pid)})
-        assert second in {w.pid for w in workers_of(sink.pid)}  # the other one was left alone
+
+        def replaced() -> bool:
+            now = serving(sink.pid, sink.port, 2)
+            return bool(now) and first not in now
+
+        wait_until_blocking(replaced, what=f"a worker listening in place of {first}")
+        assert second in serving(sink.pid, sink.port, 2)  # the other one was left alone
         assert sorted(asyncio.run(calls(sink.corbaloc))) == list(range(8))
         assert sink.proc.poll() is None
     finally:
