@@ -36,15 +36,16 @@ per refused call (its CPU time less the replied calls at the served cost,
 over the refused calls), and the share of the server's CPU that went to
 the calls it replied to (at the served cost): goodput against the capacity
 the CPU the machine gave the server during that point would have had,
-which the machine's other work does not shift.
+which the machine's other work does not shift.  On one interpreter,
+goodput at k x capacity keeps the share (1 - k r) / (1 - r) of the
+capacity, r being a refused call's cost over a served one's: 90 % at 10x
+needs r <= 1.1 %.
 
 ``--server-cpus`` runs each sink, with all its threads, on the CPUs given
 and this generator on the others.  Unpinned, the kernel spreads a sink's
 threads over the CPUs, and every hand-over of the interpreter lock between
 two of them then waits for the other CPU to wake: a share of a core the
-server spends idle under load, which a server given its own CPU does not.  On one interpreter, goodput at k x capacity keeps
-the share (1 - k r) / (1 - r) of the capacity, r being a refused call's
-cost over a served one's: 90 % at 10x needs r <= 1.1 %.
+server spends idle under load, which a server given its own CPU does not.
 """
 
 from __future__ import annotations
