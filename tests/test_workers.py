@@ -8,11 +8,13 @@ server on SO_REUSEPORT), killed by pid; psutil finds the workers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -82,6 +84,7 @@ def test_a_killed_worker_is_started_again_and_the_port_keeps_serving() -> None:
     assert rc == 0, err
     # The killed worker is named; an earlier restart (a worker slow to start on a loaded machine) may precede it.
     assert re.search(rf"worker {first} exited \(status -9\); starting another \([1-5] of 5 restarts in 60 s\)", err), err
+    assert "did not start" not in err, err  # the stop is no failure, even if it caught a worker starting
 
 
 def test_a_crash_loop_stops_the_supervisor(tmp_path: object) -> None:
@@ -94,6 +97,32 @@ def test_a_crash_loop_stops_the_supervisor(tmp_path: object) -> None:
         assert supervisor.run(threading.Event(), interval=0.05) == 1
         assert len(supervisor.restarts) == 3
         assert time.monotonic() - started < 10
+
+
+def test_a_stop_while_a_worker_restarts_ends_the_wait_for_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The first worker serves for a moment and dies; the one started in its
+    place takes a minute to announce itself.  A stop meanwhile ends the
+    supervisor's watch at once, and is no error."""
+    marker = tmp_path / "started"
+    script = (f"import os, time\nagain = os.path.exists({str(marker)!r})\nopen({str(marker)!r}, 'a').close()\n"
+              "if again: time.sleep(60)\n"
+              "print('IOR:0', flush=True); print('corbaloc:x', flush=True); time.sleep(0.1)\n")
+    stop = threading.Event()
+    timer = threading.Timer(1.0, stop.set)
+    with Supervisor([sys.executable, "-c", script], 1, policy=WorkerPolicy(start_timeout=60, grace=1)) as supervisor:
+        supervisor.start()
+        timer.start()
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="pyorb.server.workers"):
+            assert supervisor.run(stop, interval=0.05) == 0
+        assert time.monotonic() - started < 5
+        assert len(supervisor.restarts) == 1
+        replacement = supervisor.workers[0]
+        assert replacement.poll() is None  # still starting when the stop came
+    timer.cancel()
+    assert replacement.returncode is not None  # close() stopped it
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert any(f"worker {replacement.pid} was still starting" in r.getMessage() for r in caplog.records)
 
 
 def test_a_worker_that_never_starts_is_an_error() -> None:

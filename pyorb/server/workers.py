@@ -28,6 +28,9 @@ from typing import IO, Sequence
 
 log = logging.getLogger(__name__)
 
+STOP_POLL_S = 0.1
+"""How often a wait for a starting worker looks at the stop event."""
+
 
 class WorkerError(RuntimeError):
     """A worker could not be started, or kept dying."""
@@ -81,8 +84,12 @@ class Supervisor:
         assert self.reference is not None
         return self.reference
 
-    def check(self) -> bool:
-        """Start again every worker that has died; False once that is a crash loop."""
+    def check(self, stop: threading.Event | None = None) -> bool:
+        """Start again every worker that has died; False once that is a crash loop.
+
+        A ``stop`` set while a new worker starts ends the wait for it: the
+        worker is kept, unannounced, for :meth:`close` to stop.
+        """
         for i, worker in enumerate(self.workers):
             status = worker.poll()
             if status is None:
@@ -99,7 +106,7 @@ class Supervisor:
                         worker.pid, status, len(self.restarts), self.policy.max_restarts, self.policy.window)
             _close_streams(worker)
             try:
-                self.workers[i] = self._spawn()
+                self.workers[i] = self._spawn(stop)
             except WorkerError as exc:
                 log.error("%s", exc)
                 # Counted as a restart: the next check tries again or gives up.
@@ -108,7 +115,7 @@ class Supervisor:
     def run(self, stop: threading.Event, interval: float = 0.2) -> int:
         """Watch the workers until ``stop`` is set (0) or they are in a crash loop (1)."""
         while not stop.wait(interval):
-            if not self.check():
+            if not self.check(stop):
                 return 1
         return 0
 
@@ -142,12 +149,16 @@ class Supervisor:
         return [w.pid for w in self.workers]
 
     # -- one worker --------------------------------------------------------------
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def _spawn(self, stop: threading.Event | None = None) -> subprocess.Popen[bytes]:
         cmd = [*self.command, "--port", str(self.port), "--reuse-port"]
         worker = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert worker.stdout is not None
-        lines = _read_lines(worker.stdout.fileno(), 2, self.policy.start_timeout)
+        lines = _read_lines(worker.stdout.fileno(), 2, self.policy.start_timeout, stop)
         if len(lines) < 2 or not lines[0].startswith("IOR:"):
+            if stop is not None and stop.is_set():
+                # A stop is no failure to start (with `kill` of the process group the worker dies of it too).
+                log.info("stopping: worker %d was still starting", worker.pid)
+                return worker
             worker.kill()
             worker.wait()
             _close_streams(worker)
@@ -160,8 +171,8 @@ class Supervisor:
         return worker
 
 
-def _read_lines(fd: int, count: int, timeout: float) -> list[str]:
-    """Up to ``count`` lines from ``fd`` within ``timeout`` seconds (fewer at end of file).
+def _read_lines(fd: int, count: int, timeout: float, stop: threading.Event | None = None) -> list[str]:
+    """Up to ``count`` lines from ``fd`` within ``timeout`` seconds (fewer at end of file, or once ``stop`` is set).
 
     Raw reads, not a buffered file: a buffer could hold the next line while
     ``select`` waits for bytes that never come."""
@@ -171,8 +182,12 @@ def _read_lines(fd: int, count: int, timeout: float) -> list[str]:
         selector.register(fd, selectors.EVENT_READ)
         while data.count(b"\n") < count:
             left = deadline - time.monotonic()
-            if left <= 0 or not selector.select(left):
+            if left <= 0:
                 break
+            if not selector.select(left if stop is None else min(left, STOP_POLL_S)):
+                if stop is not None and stop.is_set():
+                    break
+                continue
             chunk = os.read(fd, 4096)
             if not chunk:
                 break
