@@ -125,6 +125,25 @@ def test_a_stop_while_a_worker_restarts_ends_the_wait_for_it(tmp_path: Path, cap
     assert any(f"worker {replacement.pid} was still starting" in r.getMessage() for r in caplog.records)
 
 
+def test_a_stopping_supervisor_starts_no_worker_again() -> None:
+    """Workers that died while the supervisor was stopping stay dead: no
+    restart is counted or logged, and close() reaps them."""
+    short = [sys.executable, "-c", "print('IOR:0', flush=True); print('corbaloc:x', flush=True)"]
+    with Supervisor(short, 2, policy=WorkerPolicy(grace=1)) as supervisor:
+        supervisor.start()
+        dead = list(supervisor.workers)
+        for worker in dead:
+            worker.wait(10)
+        stop = threading.Event()
+        stop.set()
+        assert supervisor.check(stop) is True
+        assert supervisor.workers == dead
+        assert len(supervisor.restarts) == 0
+        assert supervisor.check() is True  # without a stop, both are started again
+        assert len(supervisor.restarts) == 2
+        assert not set(supervisor.workers) & set(dead)
+
+
 def test_a_worker_that_never_starts_is_an_error() -> None:
     with Supervisor([sys.executable, "-c", "raise SystemExit(3)"], 1) as supervisor:
         with pytest.raises(WorkerError, match="did not start"):

@@ -88,9 +88,12 @@ class Supervisor:
         """Start again every worker that has died; False once that is a crash loop.
 
         A ``stop`` set while a new worker starts ends the wait for it: the
-        worker is kept, unannounced, for :meth:`close` to stop.
+        worker is kept, unannounced, for :meth:`close` to stop.  Once ``stop``
+        is set no worker is started again; the dead are left for :meth:`close`.
         """
         for i, worker in enumerate(self.workers):
+            if stop is not None and stop.is_set():
+                return True
             status = worker.poll()
             if status is None:
                 continue
