@@ -74,6 +74,8 @@ PY = sys.executable
 PYORB_MODELS = ("reactive", "amh", "thread_pool(4)", "thread_per_request(8)", "thread_per_connection", "threaded",
                 "locality(4)")
 OMNI_MODELS = ("omniORBpy thread/conn", "omniORBpy pool(4)")
+BARE_MODELS = ("bare thread/conn", "bare threaded")
+"""Floors, not ORBs (benchmarks/bare_shed_sink.py): run only when named."""
 QUICK_MODELS = ("reactive", "thread_pool(4)", "omniORBpy thread/conn")
 SETTLE_S = 0.5  # between points: what a point left queued drains or is refused
 
@@ -126,7 +128,8 @@ class Server:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", nargs="+", help=f"servers (default: {', '.join(PYORB_MODELS + OMNI_MODELS)})")
+    p.add_argument("--models", nargs="+", help=f"servers (default: {', '.join(PYORB_MODELS + OMNI_MODELS)}; "
+                                               f"also {', '.join(BARE_MODELS)})")
     p.add_argument("--factors", default="1,2,5,10", help="offered load as multiples of the capacity (default 1,2,5,10)")
     p.add_argument("--cpu", type=float, default=0.005, help="CPU seconds per call in the sink (default 0.005)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds of open-loop load per point (default 2)")
@@ -175,6 +178,9 @@ def command(model: str, ns: argparse.Namespace, tree: str | None = None) -> list
         return [PY, "-m", "pyorb.servers.omni", "sink", *cpu]
     if model == "omniORBpy pool(4)":
         return [PY, "-m", "pyorb.servers.omni", "sink", "--threading", "pool", "--pool-size", "4", *cpu]
+    if model in BARE_MODELS:
+        lock = ["--lock"] if model == "bare threaded" else []
+        return [PY, "-m", "benchmarks.bare_shed_sink", *cpu, "--target", str(ns.target), *lock]
     admission = [] if ns.no_admission else ["--queue-target", str(ns.target), "--queue-interval", str(ns.interval),
                                             "--queue-limit", str(ns.limit)]
     sink = [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission]
@@ -252,8 +258,12 @@ async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -
 
 
 def table(server: Server, ns: argparse.Namespace) -> Table:
-    admission = "" if server.model.startswith("omniORBpy") or ns.no_admission else (
-        f", admission target {ns.target:g} s / interval {ns.interval:g} s / limit {ns.limit:g} s")
+    if server.model in BARE_MODELS:
+        admission = f", admitting at most {max(1, math.ceil(ns.target / ns.cpu))} calls unanswered"
+    elif server.model.startswith("omniORBpy") or ns.no_admission:
+        admission = ""
+    else:
+        admission = f", admission target {ns.target:g} s / interval {ns.interval:g} s / limit {ns.limit:g} s"
     t = Table(title=f"{server.model}: capacity {server.capacity:.0f} calls/s{admission}; "
                     f"server CPU {1e6 * server.served_cpu:.0f} µs per served call")
     for col in ("load", "offered /s", "goodput /s", "% of capacity", "steady % of capacity", "p50 ms", "p99 ms", "shed", "shed p50 ms",
@@ -300,7 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     results = []
     for model in ns.models:
-        trees = [None] if ns.tree is None or model.startswith("omniORBpy") else [ns.tree, None]
+        pyorb = not model.startswith("omniORBpy") and model not in BARE_MODELS
+        trees = [ns.tree, None] if ns.tree is not None and pyorb else [None]
         for tree in trees:
             result = uvloop.run(measure(model, ns, tree))  # the generator's own overhead: as small as it gets here
             results.append(result)

@@ -123,8 +123,8 @@ def test_alternating_ab_prints_both_sides() -> None:
     assert "median this / against:" in done.stdout and done.stdout.count(str(ROOT)) >= 2
 
 
-@pytest.mark.parametrize("module", [["benchmarks.bare_echo_server"], ["benchmarks.bare_middle", "sink"]],
-                         ids=lambda m: m[-1])
+@pytest.mark.parametrize("module", [["benchmarks.bare_echo_server"], ["benchmarks.bare_middle", "sink"],
+                                    ["benchmarks.bare_shed_sink"]], ids=lambda m: m[-1])
 def test_bare_servers_stop_cleanly_at_sigterm(module: list[str]) -> None:
     """The house lifetime (pyorb.servers.runner): SIGTERM stops a bare server as stdin end of file does."""
     proc, ior = start(*module)
@@ -177,6 +177,45 @@ def test_bare_middle_tier_forwards_each_call_to_the_bare_sink_and_back() -> None
                 stop(proc)
 
 
+@pytest.mark.parametrize("lock", [[], ["--lock"]], ids=["thread-per-connection", "threaded"])
+def test_bare_shed_sink_serves_what_it_admits_and_refuses_the_rest_transient(lock: list[str]) -> None:
+    """Admitting one call at a time (20 ms of work, a 20 ms queue), it serves
+    some of eight simultaneous calls and answers the others at once with
+    TRANSIENT, completed NO, which pyorb's client reads as a shed call."""
+    import pyorb
+    from omniORB import CORBA
+
+    from pyorb.idl import bench_idl
+    from pyorb.server.admission import SHED_MINOR
+
+    proc, ior = start("benchmarks.bare_shed_sink", "--cpu", "0.02", "--target", "0.02", *lock)
+
+    async def calls() -> list[object]:
+        clients = [pyorb.Client() for _ in range(8)]
+        try:
+            sinks = [c.resolve(ior, bench_idl().Bench.Sink) for c in clients]
+            return await asyncio.gather(*(s.work(100 + i, timeout=10) for i, s in enumerate(sinks)),
+                                        return_exceptions=True)
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+    try:
+        assert ior.startswith("IOR:")
+        outcomes = asyncio.run(calls())
+        served = [o for o in outcomes if isinstance(o, int)]
+        refused = [o for o in outcomes if isinstance(o, CORBA.TRANSIENT)]
+        assert len(served) + len(refused) == 8, outcomes
+        assert served and refused, outcomes
+        assert set(served) <= set(range(100, 108)), served  # each call's own token back
+        assert all(r.minor == SHED_MINOR and r.completed == CORBA.COMPLETED_NO for r in refused), refused
+        _, err = proc.communicate("", timeout=20)  # stdin EOF: the benchmark's stop signal
+        assert proc.returncode == 0, err
+        assert f"{len(served)} calls admitted, {len(refused)} refused" in err, err
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+
+
 def test_middle_floor_benchmark_prints_every_chain() -> None:
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_middle_floor", "--quick", "--clients", "8",
                            "--delay", "0.01", "--chains", "bare/none/bare", "bare/bare/bare", "pyorb/pyorb/pyorb"],
@@ -209,12 +248,15 @@ def test_the_benchmarks_run_every_process_on_the_cpus_given_and_refuse_others() 
 def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
     out = tmp_path / "overload.json"
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_overload", "--quick", "--repeats", "1",
-                           "--models", "thread_pool(2)", "omniORBpy thread/conn", "--json", str(out)],
+                           "--models", "thread_pool(2)", "omniORBpy thread/conn", "bare threaded", "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "thread_pool(2): capacity" in done.stdout and "omniORBpy thread/conn: capacity" in done.stdout
+    for title in ("thread_pool(2): capacity", "omniORBpy thread/conn: capacity",
+                  "bare threaded: capacity"):
+        assert title in done.stdout, done.stdout
+    assert "admitting at most 10 calls unanswered" in " ".join(done.stdout.split()), done.stdout
     servers = json.loads(out.read_text(encoding="utf-8"))
-    assert [s["model"] for s in servers] == ["thread_pool(2)", "omniORBpy thread/conn"]
+    assert [s["model"] for s in servers] == ["thread_pool(2)", "omniORBpy thread/conn", "bare threaded"]
     for server in servers:
         assert server["capacity"] > 0 and [r["factor"] for r in server["runs"]] == [1.0, 5.0], server
         assert all(r["sent"] > 0 and r["goodput"] > 0 and r["rss_mib"] > 0 for r in server["runs"]), server
