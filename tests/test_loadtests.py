@@ -115,12 +115,16 @@ def test_marshal_benchmark_prints_its_table() -> None:
     assert f"pyorb from {ROOT / 'pyorb'}" in done.stdout.replace("\n", "")
 
 
-def test_alternating_ab_prints_both_sides() -> None:
+@pytest.mark.parametrize(("client", "title"), [(["--concurrency", "8"], "pyorb -> pyorb echo, 8 in flight"),
+                                               (["--omni-threads", "2"], "omniORBpy -> pyorb echo, 2 threads")],
+                         ids=["pyorb-client", "omniorbpy-client"])
+def test_alternating_ab_prints_both_sides(client: list[str], title: str) -> None:
     done = subprocess.run([sys.executable, "-m", "benchmarks.ab_echo", "--against", str(ROOT), "--rounds", "1",
-                           "--seconds", "0.5", "--concurrency", "8"],
+                           "--seconds", "0.5", *client],
                           capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "median this / against:" in done.stdout and done.stdout.count(str(ROOT)) >= 2
+    assert f"{title}, 1 alternating rounds" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize("module", [["benchmarks.bare_echo_server"], ["benchmarks.bare_middle", "sink"],
