@@ -16,6 +16,14 @@ call to ``pyorb.servers.sink``'s AMH sink (a ``--chain-delay`` timer per
 call); its row's ratio is to the bare echo.  With ``--call-timeout`` the
 middle tier's calls to the sink are timed too, as the middle tier's are.
 
+``--shed`` counts a server refusing calls at arrival under overload, alone,
+driven by a bare client in another process: pyorb's ``threaded`` server
+with a standing queue (one call holds its thread, one waits behind it for
+ever, so admission control sheds every later call on arrival: the path of
+``bench_overload.py`` at many times the capacity) against
+``benchmarks/bare_shed_sink.py``'s protocol refusing every call with its
+prebuilt TRANSIENT.  The unit is one refused request.
+
 ``--alone`` also counts each side on its own against the other's bare peer
 in another process, and ``--pool N`` the server alone under
 ``thread_pool(N)`` against the bare server handing each request to a pool of
@@ -42,6 +50,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -188,6 +197,18 @@ async def serve_alone(kind: str, pool: int) -> None:
             stop.set_result(None)
 
     loop.add_reader(sys.stdin.fileno(), stdin_readable)
+    if kind == "pyorb-shed-server":
+        await serve_shedding(stop)
+        return
+    if kind == "bare-shed-server":
+        from benchmarks.bare_shed_sink import Admission, Connection
+
+        refuse_all = Admission(0)
+        bare = await loop.create_server(lambda: Connection(refuse_all, None, 1.0), "127.0.0.1", 0)
+        print(ior_for(bare), flush=True)
+        await stop
+        bare.close()
+        return
     if kind.startswith("pyorb"):
         import pyorb
 
@@ -201,18 +222,71 @@ async def serve_alone(kind: str, pool: int) -> None:
 
     from benchmarks.bare_echo_server import Bare, worker
 
-    from pyorb.giop.ior import build_ior
-
     jobs: queue.SimpleQueue[Any] | None = None
     if "-pool-" in kind:
         jobs = queue.SimpleQueue()
         for _ in range(pool):
             threading.Thread(target=worker, args=(jobs, loop), daemon=True).start()
     bare = await loop.create_server(lambda: Bare(jobs), "127.0.0.1", 0)
-    port = bare.sockets[0].getsockname()[1]
-    print(build_ior("IDL:Bench/Echo:1.0", "127.0.0.1", port, b"Echo").to_string(), flush=True)
+    print(ior_for(bare), flush=True)
     await stop
     bare.close()
+
+
+def ior_for(server: asyncio.Server) -> str:
+    """A bare server's Bench::Echo reference (object key ``Echo``)."""
+    from pyorb.giop.ior import build_ior
+
+    port = server.sockets[0].getsockname()[1]
+    return build_ior("IDL:Bench/Echo:1.0", "127.0.0.1", port, b"Echo").to_string()
+
+
+async def serve_shedding(stop: asyncio.Future[None]) -> None:
+    """pyorb's ``threaded`` server whose queue stands until ``stop``: the first ping holds the
+    server's thread and the next waits behind it (no queue limit: for ever), so once the queue's
+    age has passed the target for an interval every later call is refused on arrival."""
+    import threading
+
+    import pyorb
+    from pyorb.server import admission as admission_module
+
+    idl = bench()[0]
+    release = threading.Event()
+
+    class Stuck(idl.Bench__POA.Echo):  # type: ignore[misc,name-defined]
+        def ping(self, stamp: int) -> int:
+            release.wait()
+            return stamp
+
+        def notify(self, stamp: int) -> None:
+            pass
+
+    config = pyorb.Config(queue_target=0.001, queue_interval=0.001)
+    loop = asyncio.get_running_loop()
+    try:
+        async with pyorb.Server(config=config, strategy="threaded") as server:
+            key = server.activate(Stuck(), "Echo")
+            print(server.ior(key), flush=True)
+            binding = server.adapter.lookup(b"Echo")
+            assert binding is not None
+            route = binding.routes["ping"]
+
+            def freeze_once_shedding() -> None:
+                # A refusal's text names the queue's age to the millisecond, and the server encodes
+                # a reply once per text: natively most refusals find theirs, but under callgrind's
+                # slowdown the age moves on at every refusal.  Admission control's clock stands
+                # still once the queue stands, so the counted refusals take the path most take natively.
+                if route.stats.shed:
+                    now = time.perf_counter()
+                    setattr(admission_module, "perf_counter", lambda: now)
+                else:
+                    loop.call_later(0.05, freeze_once_shedding)
+
+            freeze_once_shedding()
+            await stop
+            release.set()
+    finally:
+        release.set()
 
 
 async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None:
@@ -229,9 +303,65 @@ async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None
 
     profile = IOR.from_string(target).iiop
     assert profile is not None
+    if kind == "bare-shed-client":
+        _, shed = await asyncio.get_running_loop().create_connection(BareStatusClient, profile.host, profile.port)
+        await _drive_refused(shed, calls, in_flight)
+        shed.transport.close()
+        return
     _, bare = await asyncio.get_running_loop().create_connection(BareClient, profile.host, profile.port)
     await _drive(bare.ping, calls, in_flight)
     bare.transport.close()
+
+
+class BareStatusClient(BareClient):
+    """:class:`BareClient` whose futures get each reply's status (0 a result, 2 a system exception)."""
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer + data if self.buffer else data
+        size = len(buffer)
+        start = 0
+        while size - start >= 20:
+            end = start + 12 + _U32(buffer, start + 8)[0]
+            if size < end:
+                break
+            future = self.pending.pop(_U32(buffer, start + 12)[0], None)
+            if future is not None:
+                future.set_result(_U32(buffer, start + 16)[0])
+            start = end
+        self.buffer = buffer[start:] if start < size else b""
+
+
+SYSTEM_EXCEPTION = 2
+
+
+async def _drive_refused(client: BareStatusClient, calls: int, in_flight: int) -> None:
+    """Two calls that a shedding server keeps (one runs, one waits for ever), then single calls
+    until one is refused (the queue stands from then on), then ``calls`` calls, each refused."""
+    held = [client.ping(0)]
+    # Time for the server's thread to take it, even under callgrind, before anything queues: a
+    # call that a thread takes after waiting past the target while the queue stands is refused.
+    await asyncio.sleep(2.0)
+    held.append(client.ping(1))
+    while True:
+        probe = client.ping(2)
+        try:
+            status = await asyncio.wait_for(asyncio.shield(probe), 0.5)
+        except asyncio.TimeoutError:
+            held.append(probe)  # queued: it waits with the others
+            continue
+        if status != SYSTEM_EXCEPTION:
+            raise AssertionError(f"a call to the shedding server was answered with reply status {status}")
+        break
+    remaining = iter(range(calls))
+
+    async def worker() -> None:
+        for i in remaining:
+            if (status := await client.ping(i)) != SYSTEM_EXCEPTION:
+                raise AssertionError(f"call {i} was answered with reply status {status}, not refused")
+
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    for future in held:
+        future.cancel()
 
 
 def run_inner(kind: str, calls: int, in_flight: int, target: str | None = None, pool: int = 8) -> None:
@@ -282,7 +412,8 @@ def count(kind: str, calls: int, in_flight: int, out: Path, pure: bool = False, 
         try:
             assert server.stdout is not None and server.stdin is not None
             target = server.stdout.readline().strip()
-            subprocess.run(_inner("bare-client", calls, in_flight, target), check=True, timeout=3600)
+            driver = "bare-shed-client" if "-shed-" in kind else "bare-client"
+            subprocess.run(_inner(driver, calls, in_flight, target), check=True, timeout=3600)
         finally:
             if server.stdin is not None:
                 server.stdin.close()
@@ -320,6 +451,8 @@ def main() -> None:
                         help="also count the server alone and the client alone (each against the bare peer)")
     parser.add_argument("--pool", type=int, default=0, metavar="N",
                         help="also count the server alone under thread_pool(N), against the bare server with N threads")
+    parser.add_argument("--shed", action="store_true",
+                        help="also count a server refusing calls at arrival under overload, alone (per refused call)")
     parser.add_argument("--call-timeout", type=float, default=None, metavar="S",
                         help="give every pyorb client call a timeout of S seconds (as the middle tier's calls have)")
     parser.add_argument("--chain", action="store_true",
@@ -327,7 +460,8 @@ def main() -> None:
     parser.add_argument("--chain-delay", type=float, default=0.001, metavar="S",
                         help="the chain's sink delay per call (default 0.001 s)")
     parser.add_argument("--inner", choices=("pyorb", "pyorb-chain", "bare", "pyorb-server", "bare-server", "pyorb-pool-server",
-                                            "bare-pool-server", "pyorb-client", "bare-client"), help=argparse.SUPPRESS)
+                                            "bare-pool-server", "pyorb-client", "bare-client", "pyorb-shed-server",
+                                            "bare-shed-server", "bare-shed-client"), help=argparse.SUPPRESS)
     parser.add_argument("--inner-calls", type=int, default=1000, help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     ns = parser.parse_args()
@@ -361,6 +495,9 @@ def main() -> None:
     if ns.pool:
         pairs.append((f"server alone, thread_pool({ns.pool}) (bare: a pool of {ns.pool} threads)", "bare-pool-server",
                       "pyorb-pool-server"))
+    if ns.shed:
+        pairs.append(("server alone refusing every call at arrival, threaded (bare: bare_shed_sink)",
+                      "bare-shed-server", "pyorb-shed-server"))
     import pyorb
 
     compiled = pyorb.accelerated()
