@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import struct
 import sys
@@ -219,6 +220,36 @@ async def test_the_loops_lag_is_measured_again_as_soon_as_a_stall_is_over() -> N
     assert probe.current() >= 0.5  # a call arriving now waited that long
     await asyncio.sleep(0.05)  # the late tick has run, and the loop has caught up
     assert probe.current() < 0.2, "the stall's lag stood after the loop had caught up"
+
+
+def test_refusals_that_show_the_same_wait_share_one_text_and_the_log_names_the_cause_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A standing queue refuses thousands of calls a second; their texts
+    differ only in the wait shown, so each text is made once and the
+    connection finds its encoded reply by the same string."""
+    from pyorb.server import admission as module
+    from pyorb.server.call.stats import Recorder
+
+    stats = Recorder()
+    control = module.Admission(AdmissionPolicy(target=0.05, interval=0.1, limit=0.5), "op", "threaded", stats)
+    with caplog.at_level(logging.WARNING, logger="pyorb.server.admission"):
+        first = control._refuse(0.2201, "queue's age")
+    second = control._refuse(0.2204, "queue's age")
+    assert first == "overloaded: the queue's age is 0.220 s, over the 0.05 s target for at least 0.1 s"
+    assert second is first  # shown alike: the same object
+    later = control._refuse(0.2206, "queue's age")
+    assert later == first.replace("0.220", "0.221")
+    expected = control._refuse(0.733, "expected wait")  # expected waits to a hundredth
+    assert expected is control._refuse(0.7349, "expected wait")
+    assert "about 0.73 s to start, the limit is 0.5 s" in expected
+    assert control._refuse(0.7351, "expected wait") != expected
+    assert stats.shed == 6  # each one counted
+    [record] = [r for r in caplog.records if r.name == "pyorb.server.admission"]
+    assert record.getMessage().endswith("since the last report: the queue's age is 0.220 s, over the 0.05 s "
+                                        "target for at least 0.1 s"), record.getMessage()
+    for i in range(module.MAX_TEXTS * 2):  # every wait different: the kept texts stay bounded
+        assert control._refuse(1.0 + i / 1000, "limit").startswith("overloaded: a call waited 1.")
+    assert len(control._texts) <= module.MAX_TEXTS
 
 
 def test_a_policy_without_target_or_limit_refuses_nothing() -> None:

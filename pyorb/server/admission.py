@@ -71,6 +71,10 @@ PACE_WEIGHT = 0.125
 """Weight of the newest gap between two starts in the queue's pace (a moving average)."""
 STALE_PACES = 4
 """A pace not measured for this many paces (or for an interval, if longer) predicts nothing."""
+REFUSED = "overloaded: "
+"""How the text a shed call's client gets begins."""
+MAX_TEXTS = 256
+"""Refusal texts one admission control keeps for reuse (see :meth:`Admission._refuse`)."""
 
 
 def shed_exception() -> CORBA.TRANSIENT:
@@ -180,6 +184,7 @@ class Admission:
         self._backlogged = False  # calls still waited when the last call started
         self._logged = float("-inf")
         self._unlogged = 0
+        self._texts: dict[tuple[str, float], str] = {}  # (why, the wait as shown) -> the client's text
 
     # -- what strategies report ---------------------------------------------------------
     def arrive(self, call: Call) -> bool:
@@ -406,13 +411,23 @@ class Admission:
         call.exception(shed_exception(), self._refuse(waited, why))
 
     def _refuse(self, waited: float, why: str) -> str:
-        """Count and log one call shed; the text its client gets."""
+        """Count and log one call shed; the text its client gets.
+
+        The text shows the wait to a hundredth or a thousandth of a second,
+        so a standing queue's refusals share a few texts: each is made once
+        and then found by its rounded wait, the same string object each time
+        (the connection finds its encoded reply by it, and its hash is kept)."""
         stats = self._stats
         with stats.lock:
             stats.shed += 1
-        cause = self._cause(waited, why)
-        self._log(cause)
-        return f"overloaded: {cause}"
+        key = (why, round(waited, 2 if why.startswith("expected") else 3))
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) >= MAX_TEXTS:
+                self._texts.clear()
+            text = self._texts[key] = REFUSED + self._cause(waited, why)
+        self._log(text)
+        return text
 
     def _cause(self, waited: float, why: str) -> str:
         policy = self.policy
@@ -427,7 +442,7 @@ class Admission:
                     f"{policy.target} s target, and the queue has stood for at least {policy.interval} s")
         return f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least {policy.interval} s"
 
-    def _log(self, cause: str) -> None:
+    def _log(self, text: str) -> None:
         now = perf_counter()
         with self._lock:  # loop and dispatcher threads shed
             self._unlogged += 1
@@ -435,7 +450,7 @@ class Admission:
                 return
             count, self._unlogged, self._logged = self._unlogged, 0, now
         log.warning("overloaded: %s under %s answered %d calls TRANSIENT (completed NO, not started) since the "
-                    "last report: %s", self.operation, self.where, count, cause)
+                    "last report: %s", self.operation, self.where, count, text.removeprefix(REFUSED))
 
 
 class LoopLag:
