@@ -75,6 +75,9 @@ REFUSED = "overloaded: "
 """How the text a shed call's client gets begins."""
 MAX_TEXTS = 256
 """Refusal texts one admission control keeps for reuse (see :meth:`Admission._refuse`)."""
+# Per cause, the wait a refusal's text shows, in units per second (thousandths by default): an
+# expected wait only to a hundredth, so that more of a standing queue's refusals share a text.
+_SHOWN = {"expected wait": 100, "expected wait in a standing queue": 100}
 
 
 def shed_exception() -> CORBA.TRANSIENT:
@@ -321,17 +324,21 @@ class Admission:
         refused if that reaches the limit (it would only wait to be refused
         then), or, while the queue stands and for an interval after, if that
         reaches the target (see the module's notes)."""
-        age = max(self._oldest_age(now), lag)
+        oldest = self._oldest_age(now)
+        age = oldest if oldest > lag else lag
         codel = self._codel
         standing = codel is not None and codel.observe(age, now)
         pace = self._pace
-        if pace is not None and now - self._paced_at > max(self.policy.interval, STALE_PACES * pace):
-            pace = None  # no call started for several paces: the servants' speed may have changed since
+        if pace is not None:
+            since = now - self._paced_at
+            if since > self.policy.interval and since > STALE_PACES * pace:
+                pace = None  # no call started for several paces: the servants' speed may have changed since
         if pace is None:
             return ("queue's age", age) if standing else None
         backlog = self._backlog
-        ahead = min(len(self._queued), (backlog.get(connection, 0) + 1) * len(backlog))
-        expected = lag + ahead * pace
+        queued = len(self._queued)
+        turns = (backlog.get(connection, 0) + 1) * len(backlog)
+        expected = lag + (turns if turns < queued else queued) * pace
         limit = self.policy.limit
         if limit is not None and expected >= limit:
             return "expected wait", expected
@@ -363,7 +370,7 @@ class Admission:
 
     def _loop_lag(self, loop: asyncio.AbstractEventLoop) -> float:  # event-loop thread
         probe = self._probe
-        if probe is None or probe.loop is not loop:
+        if probe is None or probe._loop() is not loop:
             probe = self._probe = LoopLag.of(loop)
         return probe.current()
 
@@ -413,44 +420,42 @@ class Admission:
     def _refuse(self, waited: float, why: str) -> str:
         """Count and log one call shed; the text its client gets.
 
-        The text shows the wait to a hundredth or a thousandth of a second,
-        so a standing queue's refusals share a few texts: each is made once
-        and then found by its rounded wait, the same string object each time
-        (the connection finds its encoded reply by it, and its hash is kept)."""
+        The text shows the wait rounded to a hundredth or a thousandth of a
+        second, so a standing queue's refusals share a few texts: each is
+        made once and then found by its rounded wait, the same string object
+        each time (the connection finds its encoded reply by it, and its
+        hash is kept)."""
+        now = perf_counter()
         stats = self._stats
-        with stats.lock:
+        with stats.lock:  # the loop and dispatcher threads shed: this lock also guards the log's counts
             stats.shed += 1
-        key = (why, round(waited, 2 if why.startswith("expected") else 3))
+            self._unlogged += 1
+            report = now - self._logged >= LOG_PERIOD
+            if report:
+                count, self._unlogged, self._logged = self._unlogged, 0, now
+        scale = _SHOWN.get(why, 1000)
+        key = (why, round(waited * scale))
         text = self._texts.get(key)
         if text is None:
             if len(self._texts) >= MAX_TEXTS:
                 self._texts.clear()
-            text = self._texts[key] = REFUSED + self._cause(waited, why)
-        self._log(text)
+            text = self._texts[key] = REFUSED + self._cause(key[1] / scale, why)
+        if report:
+            log.warning("overloaded: %s under %s answered %d calls TRANSIENT (completed NO, not started) since the "
+                        "last report: %s", self.operation, self.where, count, text.removeprefix(REFUSED))
         return text
 
-    def _cause(self, waited: float, why: str) -> str:
+    def _cause(self, shown: float, why: str) -> str:
         policy = self.policy
         if why == "limit":
-            return f"a call waited {waited:.3f} s to start, the limit is {policy.limit} s"
-        # Expected waits to a hundredth of a second: the arrival path encodes a text once and sends it again.
+            return f"a call waited {shown:.3f} s to start, the limit is {policy.limit} s"
         if why == "expected wait":
-            return (f"the calls queued ahead of it would keep it waiting about {waited:.2f} s to start, "
+            return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, "
                     f"the limit is {policy.limit} s")
         if why == "expected wait in a standing queue":
-            return (f"the calls queued ahead of it would keep it waiting about {waited:.2f} s to start, over the "
+            return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, over the "
                     f"{policy.target} s target, and the queue has stood for at least {policy.interval} s")
-        return f"the {why} is {waited:.3f} s, over the {policy.target} s target for at least {policy.interval} s"
-
-    def _log(self, text: str) -> None:
-        now = perf_counter()
-        with self._lock:  # loop and dispatcher threads shed
-            self._unlogged += 1
-            if now - self._logged < LOG_PERIOD:
-                return
-            count, self._unlogged, self._logged = self._unlogged, 0, now
-        log.warning("overloaded: %s under %s answered %d calls TRANSIENT (completed NO, not started) since the "
-                    "last report: %s", self.operation, self.where, count, text.removeprefix(REFUSED))
+        return f"the {why} is {shown:.3f} s, over the {policy.target} s target for at least {policy.interval} s"
 
 
 class LoopLag:
@@ -491,13 +496,14 @@ class LoopLag:
 
     def current(self) -> float:
         """The lag, a stall still under way included (called on its loop)."""
-        loop = self.loop
+        loop = self._loop()
         assert loop is not None  # it runs this
         now = self._asked = loop.time()
         if self._handle is None:
             self._schedule(now, self._period)
             return self.lag
-        return max(self.lag, now - self._due)
+        stalled = now - self._due
+        return stalled if stalled > self.lag else self.lag
 
     def _schedule(self, now: float, period: float) -> None:
         loop = self.loop
