@@ -65,6 +65,12 @@ def test_ssl_component_round_trip_and_ior_forms() -> None:
 
 
 def test_server_options_are_checked_at_construction(pki: TestPKI) -> None:
+    with pytest.raises(TypeError, match=r"host must be an address string .*not Config \(a Config is passed as config="):
+        pyorb.Server(pyorb.Config())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="port must be an int, not str"):
+        pyorb.Server("127.0.0.1", "0")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="host must be an address string .*not int"):
+        pyorb.Server(endpoints=[(1, 0)])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="tls_endpoints needs tls"):
         pyorb.Server(tls_endpoints=[("127.0.0.1", 0)])
     with pytest.raises(TypeError, match="ssl.SSLContext"):

@@ -280,7 +280,13 @@ class Server:
             binds, tls_binds = [], binds  # every endpoint speaks TLS only
         elif tls is not None and not tls_binds:
             raise ValueError("tls_endpoints names no (host, port) to listen on")
-        for _bind_host, bind_port in binds + tls_binds:
+        for bind_host, bind_port in binds + tls_binds:
+            if not isinstance(bind_host, str):
+                hint = " (a Config is passed as config=...)" if isinstance(bind_host, Config) else ""
+                raise TypeError(f"a server's host must be an address string such as '127.0.0.1', "
+                                f"not {type(bind_host).__name__}{hint}")
+            if isinstance(bind_port, bool) or not isinstance(bind_port, int):
+                raise TypeError(f"a server's port must be an int, not {type(bind_port).__name__}")
             if not 0 <= bind_port <= 65535:
                 raise ValueError(f"port must be in 0..65535, got {bind_port}")
         if publish is not None:
