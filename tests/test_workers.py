@@ -125,7 +125,7 @@ def test_a_stop_while_a_worker_restarts_ends_the_wait_for_it(tmp_path: Path, cap
     assert any(f"worker {replacement.pid} was still starting" in r.getMessage() for r in caplog.records)
 
 
-def test_a_stopping_supervisor_starts_no_worker_again() -> None:
+def test_a_stopping_supervisor_starts_no_worker_again(caplog: pytest.LogCaptureFixture) -> None:
     """Workers that died while the supervisor was stopping stay dead: no
     restart is counted or logged, and close() reaps them."""
     short = [sys.executable, "-c", "print('IOR:0', flush=True); print('corbaloc:x', flush=True)"]
@@ -136,9 +136,11 @@ def test_a_stopping_supervisor_starts_no_worker_again() -> None:
             worker.wait(10)
         stop = threading.Event()
         stop.set()
-        assert supervisor.check(stop) is True
+        with caplog.at_level(logging.INFO, logger="pyorb.server.workers"):
+            assert supervisor.check(stop) is True
         assert supervisor.workers == dead
         assert len(supervisor.restarts) == 0
+        assert not [r for r in caplog.records if r.name == "pyorb.server.workers"], caplog.text
         assert supervisor.check() is True  # without a stop, both are started again
         assert len(supervisor.restarts) == 2
         assert not set(supervisor.workers) & set(dead)
