@@ -45,14 +45,15 @@ from typing import Iterable, Mapping
 NATIVE: tuple[str, ...] = ("pyorb.giop._cframing", "pyorb.marshal.layout._cwalk", "pyorb.marshal.layout._cvalues",
                            "pyorb.aio._csend", "pyorb.aio._cprotocol", "pyorb.client._cwriter", "pyorb.client._cblocking",
                            "pyorb.client._cinvocation", "pyorb.server._crequests", "pyorb.server.call._creply",
-                           "pyorb.server.call._cstats", "pyorb.marshal._cbody")
+                           "pyorb.server.call._cstats", "pyorb.marshal._cbody", "pyorb.server._cadmission")
 """The modules written for the compiler, each of C twins: the GIOP core's per-message functions
 (``pyorb.giop._cframing``), the padding walk of flat bodies (``pyorb.marshal.layout._cwalk``), the
 walk of runs of value types (``pyorb.marshal.layout._cvalues``), a dispatcher thread's write to
 its client's socket (``pyorb.aio._csend``), a connection's reads and writes (``pyorb.aio._cprotocol``), a client connection's request writer (``pyorb.client._cwriter``),
 a blocking client's call (``pyorb.client._cblocking``), a call's reply (``pyorb.client._cinvocation``), a
 server connection's requests (``pyorb.server._crequests``), a servant's plain reply (``pyorb.server.call._creply``), a
-call's statistics (``pyorb.server.call._cstats``) and a body of one value (``pyorb.marshal._cbody``)."""
+call's statistics (``pyorb.server.call._cstats``), a body of one value (``pyorb.marshal._cbody``) and admission
+control's judgement of an arriving call (``pyorb.server._cadmission``)."""
 
 MANIFEST = "_accelerator.json"
 """Beside this file: the compiler's version and each native module's source hash, written by ``build.py``."""

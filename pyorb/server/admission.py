@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Hashable
 
 from omniORB import CORBA
 
+from pyorb import _accelerator
+
 if TYPE_CHECKING:
     from pyorb.server.call.dispatch import Call
     from pyorb.server.call.stats import Recorder
@@ -85,7 +87,7 @@ def shed_exception() -> CORBA.TRANSIENT:
     return CORBA.TRANSIENT(SHED_MINOR, CORBA.COMPLETED_NO)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AdmissionPolicy:
     """When calls of an operation are refused rather than queued (seconds; None: never).
 
@@ -122,6 +124,9 @@ class CoDel:
     ``target``, and stops at the first observation below it;
     :meth:`lately` also remembers it for an ``interval`` after.
     """
+
+    # Slots: the compiled twin of Admission.refusal reads and writes them at their offsets.
+    __slots__ = ("target", "interval", "dropping", "_first_above", "_ended")
 
     def __init__(self, target: float, interval: float) -> None:
         self.target = target
@@ -168,6 +173,9 @@ class Admission:
     each call that reaches it.
     """
 
+    __slots__ = ("policy", "operation", "where", "_stats", "_codel", "_lock", "_queued", "_backlog", "_timer", "_probe",
+                 "_on_loop", "_pace", "_last_start", "_paced_at", "_backlogged", "_logged", "_unlogged", "_texts")
+
     def __init__(self, policy: AdmissionPolicy, operation: str, where: str, stats: Recorder) -> None:
         self.policy = policy
         self.operation = operation
@@ -187,7 +195,7 @@ class Admission:
         self._backlogged = False  # calls still waited when the last call started
         self._logged = float("-inf")
         self._unlogged = 0
-        self._texts: dict[tuple[str, float], str] = {}  # (why, the wait as shown) -> the client's text
+        self._texts: dict[tuple[str, int], str] = {}  # (why, the wait as shown) -> the client's text
 
     # -- what strategies report ---------------------------------------------------------
     def arrive(self, call: Call) -> bool:
@@ -470,6 +478,8 @@ class LoopLag:
     but ``lag`` may be read from any.
     """
 
+    __slots__ = ("_loop", "_period", "lag", "_due", "_asked", "_handle")
+
     IDLE_S = 1.0
     _probes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = weakref.WeakKeyDictionary()
 
@@ -525,3 +535,7 @@ class LoopLag:
         # stall's lag stands, and a shedding server would refuse fresh calls
         # with its loop idle.
         self._schedule(now, 0.0 if self.lag > self._period else self._period)
+
+
+# With the compiled accelerator, the C twin judges each arrival the connection asks about.
+_accelerator.twin(__name__, "Admission.refusal", "pyorb.server._cadmission")
