@@ -18,6 +18,7 @@ accelerator is in use and are skipped in a pure-Python process.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import struct
 import threading
@@ -441,3 +442,59 @@ def test_a_handler_class_that_changes_what_the_twin_calls_runs_the_original(side
         twin.handler.__class__ = RequestHandler
     assert _crequests.serves(RequestHandler) and not _crequests.serves(Overriding) \
         and not _crequests.serves(Hiding)
+
+
+@pytest.mark.parametrize("intercepted", [False, True])
+def test_requests_admission_control_refuses_are_answered_alike(sides: Any, intercepted: bool) -> None:
+    """A route whose admission control refuses every call: both answer each request
+    TRANSIENT with the control's text, unrun and unread, in every GIOP version and byte
+    order, with a reply wanted or not, and count them alike (the twin sends the reply
+    encoded for the first refusal again, with each request's id)."""
+    from pyorb.server.admission import Admission, AdmissionPolicy
+    from pyorb.server.call.stats import Recorder
+
+    class Refusing(Admission):
+        __slots__ = ()
+
+        def refusal(self, loop: Any, queued: bool, connection: Any) -> str | None:
+            return "overloaded: refusing every call"
+
+    loop, *pair = sides
+    for side in pair:
+        side.server.activate(Types(), b"shed", strategy="thread_pool(2)", admission=AdmissionPolicy(target=0.05))
+        binding = side.server.adapter.lookup(b"shed")
+        assert binding is not None
+        for op, route in binding.routes.items():
+            binding.routes[op] = dataclasses.replace(
+                route, admission=Refusing(AdmissionPolicy(target=0.05), op, "thread_pool(2)", Recorder()))
+    try:
+        msgs = [Request(7000 + i, flags, b"shed", op, readable(op, little, CS_UTF8), contexts, version, little)
+                for i, (version, little, flags, contexts, op) in enumerate(
+                    (version, little, flags, contexts, op)
+                    for version in (GIOP_1_0, GIOP_1_1, GIOP_1_2) for little in (True, False) for flags in (3, 0)
+                    for contexts in ((), (deadline_context(30.0, time.time(), little),))
+                    for op in ("echo_long", "echo_string", "echo_long"))]
+        before = [side.reset(CS_UTF8, intercepted) for side in pair]
+        counted = [shed_counts(side) for side in pair]
+        hand(loop, pair, msgs)
+        twin, original = pair
+        assert_alike(twin, original, before)
+        for side, (started, failed) in zip(pair, counted):
+            assert shed_counts(side) == (started + len(msgs), failed + len(msgs))
+        replies = twin.replies()
+        assert len(replies) == sum(1 for m in msgs if m.response_flags & 1)
+        assert all(b"IDL:omg.org/CORBA/TRANSIENT:1.0" in reply for reply in replies)
+        assert all(any(text.encode(form) in reply for form in ("utf-16-le", "utf-16-be"))
+                   for reply in replies for text in ["refusing every call"])
+        assert twin.calls() == [[]] * 4
+    finally:
+        for side in pair:
+            side.server.deactivate(b"shed")
+
+
+def shed_counts(side: Side) -> tuple[int, int]:
+    """The calls started and failed of the servant under ``b"shed"``."""
+    binding = side.server.adapter.lookup(b"shed")
+    assert binding is not None
+    stats = [route.stats for route in binding.routes.values()]
+    return sum(s.started for s in stats), sum(s.failed for s in stats)

@@ -12,14 +12,19 @@ offsets.  A plain synchronous servant it answers itself, as
 request through ``serve_inline`` where the original has its frame; every
 other request goes on to the method the originals would call next:
 ``serve``, or, for a message other than a request or a request in another
-addressing mode, the original ``message_received``.  Every error, refusal
-and strategy is still the Python code's (an answer that does not marshal
-goes to ``_late_call``'s Call).  tests/test_request_twin.py checks that
+addressing mode, the original ``message_received``.  A request of a route
+with admission control it asks that control first, as ``serve`` would, and
+answers a refusal whose reply was encoded before (``_overloaded``'s common
+case) with that reply under the request's id; an admitted one goes to
+``serve``, told it was admitted.  Every error, other refusal and strategy
+is still the Python code's (an answer that does not marshal goes to
+``_late_call``'s Call).  tests/test_request_twin.py checks that
 both answer the same requests with the same bytes, make the same servant
 calls (with what servant code sees of its request) and leave the same
 statistics.
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.string cimport memcmp
 from time import monotonic as _monotonic, perf_counter as _perf_counter
@@ -48,10 +53,11 @@ cdef object _intercept = _Handler._intercept
 cdef object _client_deadline = _Handler._client_deadline
 cdef object _codeset_incompatible = _Handler._codeset_incompatible
 cdef object _late_call = _Handler._late_call
+cdef object _overloaded = _Handler._overloaded
 # The methods the originals call on the handler, past message_received: a class
 # that overrides one of them runs the originals whole.
 cdef tuple _CALLED = ("_request", "serve", "_answer_inline", "_not_here", "_intercept", "_client_deadline",
-                      "_codeset_incompatible", "_answer_inline_until", "_late_call")
+                      "_codeset_incompatible", "_answer_inline_until", "_late_call", "_overloaded")
 cdef tuple _CALLED_HERE = tuple(getattr(_Handler, name) for name in _CALLED)
 
 cdef object _Request = Request
@@ -68,38 +74,41 @@ cdef object _Entry = OpEntry
 cdef object _Operation = Operation
 cdef object _Recorder = Recorder
 cdef object _finish = Recorder.finish  # its C twin, when that is in place
+cdef dict _REFUSALS = _requests._REFUSALS
 
 # The slots read here, at their offsets for objects of exactly these classes (a
 # generic attribute lookup from C costs about a hundred instructions); a
 # handler's, for every handler class _serves accepts.
-cdef tuple _HANDLER_SLOTS = ("core", "adapter", "interceptors", "value_bounds", "_version", "send", "max_message_size")
+cdef tuple _HANDLER_SLOTS = ("core", "adapter", "interceptors", "value_bounds", "_version", "send", "max_message_size",
+                             "loop")
 cdef tuple _HANDLER = _slot_offsets(_Handler, _HANDLER_SLOTS)
 cdef tuple _REQUEST = _slot_offsets(Request, ("addressing_disposition", "service_contexts", "object_key", "operation",
                                               "version", "response_flags", "body", "body_offset", "little_endian",
                                               "fragment_starts", "request_id"))
 cdef tuple _BINDING = _slot_offsets(Binding, ("manager", "routes", "servant"))
-cdef tuple _ROUTE = _slot_offsets(Route, ("admission", "inline", "entry", "stats"))
+cdef tuple _ROUTE = _slot_offsets(Route, ("admission", "inline", "entry", "stats", "queued"))
 cdef tuple _ENTRY = _slot_offsets(OpEntry, ("op", "style", "attr"))
 cdef tuple _OPERATION = _slot_offsets(Operation, ("args",))
 cdef object _Core = GIOPConnection
-cdef tuple _CORE_SET = _slot_offsets(GIOPConnection, ("char_set",))
+cdef tuple _CORE_SET = _slot_offsets(GIOPConnection, ("char_set", "max_fragment_size"))
 cdef Py_ssize_t _C_CHAR_SET = -1 if _CORE_SET is None else _CORE_SET[0]
-cdef tuple _RECORDER = _slot_offsets(Recorder, ("started",))
+cdef Py_ssize_t _C_FRAGMENT = -1 if _CORE_SET is None else _CORE_SET[1]
+cdef tuple _RECORDER = _slot_offsets(Recorder, ("started", "lock", "dropped"))
 cdef bint _KNOWN = not (_HANDLER is None or _REQUEST is None or _BINDING is None or _ROUTE is None
                         or _OPERATION is None or _RECORDER is None)
 cdef bint _ENTRY_KNOWN = _ENTRY is not None
-cdef Py_ssize_t _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION, _H_SEND, _H_MAX_SIZE
+cdef Py_ssize_t _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION, _H_SEND, _H_MAX_SIZE, _H_LOOP
 cdef Py_ssize_t _R_ADDRESSING, _R_CONTEXTS, _R_KEY, _R_OPERATION, _R_VERSION, _R_FLAGS, _R_BODY, _R_OFFSET, _R_LE
 cdef Py_ssize_t _R_FRAGMENTS, _R_ID, _B_MANAGER, _B_ROUTES, _B_SERVANT, _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS
-cdef Py_ssize_t _E_OP, _E_STYLE, _E_ATTR, _O_ARGS, _S_STARTED
+cdef Py_ssize_t _E_OP, _E_STYLE, _E_ATTR, _O_ARGS, _S_STARTED, _S_LOCK, _S_DROPPED, _RT_QUEUED
 if _KNOWN:
-    _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION, _H_SEND, _H_MAX_SIZE = _HANDLER
+    _H_CORE, _H_ADAPTER, _H_INTERCEPTORS, _H_BOUNDS, _H_VERSION, _H_SEND, _H_MAX_SIZE, _H_LOOP = _HANDLER
     (_R_ADDRESSING, _R_CONTEXTS, _R_KEY, _R_OPERATION, _R_VERSION, _R_FLAGS, _R_BODY, _R_OFFSET, _R_LE,
      _R_FRAGMENTS, _R_ID) = _REQUEST
     _B_MANAGER, _B_ROUTES, _B_SERVANT = _BINDING
-    _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS = _ROUTE
+    _RT_ADMISSION, _RT_INLINE, _RT_ENTRY, _RT_STATS, _RT_QUEUED = _ROUTE
     _O_ARGS, = _OPERATION
-    _S_STARTED, = _RECORDER
+    _S_STARTED, _S_LOCK, _S_DROPPED = _RECORDER
 if _ENTRY_KNOWN:
     _E_OP, _E_STYLE, _E_ATTR = _ENTRY
 
@@ -194,8 +203,15 @@ def message_received(self, message):
             not (_get(message, True, _R_FLAGS, "response_flags") & 1):
         return _serve(self, message, found, None, deadline)
     cdef bint plain_route = type(route) is _Route
-    if _get(route, plain_route, _RT_ADMISSION, "admission") is not None or \
-            not _get(route, plain_route, _RT_INLINE, "inline") or \
+    admission = _get(route, plain_route, _RT_ADMISSION, "admission")
+    if admission is not None:  # asked here, as serve would first: a refusal is answered without serve's frame
+        refused = admission.refusal(_get(self, True, _H_LOOP, "loop"), _get(route, plain_route, _RT_QUEUED, "queued"),
+                                    self)
+        if refused is None:
+            return _serve(self, message, found, None, deadline, None, None, None, None, True)
+        _refuse(self, message, route, plain_route, refused)
+        return
+    if not _get(route, plain_route, _RT_INLINE, "inline") or \
             (deadline is not None and not _monotonic() < deadline):
         return _serve(self, message, found, None, deadline)
     entry = _get(route, plain_route, _RT_ENTRY, "entry")
@@ -230,6 +246,44 @@ def message_received(self, message):
         _answer(self, servant, route, plain_route, entry, plain_entry, args, message)
     finally:
         _leave_serving(token)
+
+
+cdef _refuse(self, message, route, bint plain_route, str detail):
+    """As :meth:`pyorb.server.requests.RequestHandler._overloaded` for a GIOP 1.2 request that
+    expects a reply, without interceptors, whose refusal was encoded before: that reply with
+    the request's id.  Any other goes to the original."""
+    core = _get(self, True, _H_CORE, "core")
+    little = _get(message, True, _R_LE, "little_endian")
+    encoded = _REFUSALS.get((little, _get(core, _CORE_SET is not None and type(core) is _Core, _C_FRAGMENT,
+                                          "max_fragment_size"), detail))
+    if encoded is None:
+        _overloaded(self, message, route, None, detail)
+        return
+    _put(self, True, _H_VERSION, "_version", _get(message, True, _R_VERSION, "version"))
+    stats = _get(route, plain_route, _RT_STATS, "stats")
+    cdef bint plain_stats = type(stats) is _Recorder
+    _put(stats, plain_stats, _S_STARTED, "started", _get(stats, plain_stats, _S_STARTED, "started") + 1)
+    if plain_stats:
+        _finish(stats, 0.0, 0.0, True)
+    else:
+        stats.finish(0.0, 0.0, True)
+    if _get(self, True, _H_SEND, "send")(_with_id(encoded, _get(message, True, _R_ID, "request_id"), little)):
+        return
+    lock = _get(stats, plain_stats, _S_LOCK, "lock")
+    with lock:
+        _put(stats, plain_stats, _S_DROPPED, "dropped", _get(stats, plain_stats, _S_DROPPED, "dropped") + 1)
+
+
+cdef bytes _with_id(bytes reply, request_id, bint little):
+    """As ``pyorb.giop.fast12.reply_12_to``: a copy of the GIOP 1.2 Reply ``reply`` answering ``request_id``."""
+    cdef unsigned long rid = request_id
+    cdef bytes copy = PyBytes_FromStringAndSize(PyBytes_AS_STRING(reply), PyBytes_GET_SIZE(reply))
+    cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(copy) + 12  # past the GIOP header
+    if little:
+        p[0], p[1], p[2], p[3] = rid & 0xFF, (rid >> 8) & 0xFF, (rid >> 16) & 0xFF, (rid >> 24) & 0xFF
+    else:
+        p[0], p[1], p[2], p[3] = (rid >> 24) & 0xFF, (rid >> 16) & 0xFF, (rid >> 8) & 0xFF, rid & 0xFF
+    return copy
 
 
 # The request a plain synchronous servant runs for, inline on the thread

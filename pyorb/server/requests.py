@@ -163,7 +163,8 @@ class RequestHandler(ServerConnection):
 
     def serve(self, req: Request, found: Binding, info: ServerRequestInfo | None = None,
               deadline: float | None = None, object_id: bytes | None = None, servant: Any = None,
-              after: Callable[[ManagedCall], None] | None = None, cookie: Any = None) -> bool:
+              after: Callable[[ManagedCall], None] | None = None, cookie: Any = None,
+              admitted: bool = False) -> bool:
         """Run ``req`` on ``found``'s servant under its route's strategy.
 
         ``deadline`` (``time.monotonic()``) is the client's or a manager's:
@@ -173,7 +174,8 @@ class RequestHandler(ServerConnection):
         ``servant`` (if not None) is the one a servant locator found, of the
         class whose routes ``found`` holds, and ``after`` (given the call
         and ``cookie``) runs on the loop thread once the call is settled.
-        Returns True if a call took ``after`` (False: the request was
+        ``admitted``: the route's admission control was asked about this
+        request already, and did not refuse it.  Returns True if a call took ``after`` (False: the request was
         answered, or refused, before this returned)."""
         route = found.routes.get(req.operation)
         if route is None:
@@ -184,7 +186,7 @@ class RequestHandler(ServerConnection):
             self._intercept(req, found, route)
             return False
         admission = route.admission
-        if admission is not None:  # while it sheds, a refusal costs no argument reading and no Call
+        if admission is not None and not admitted:  # while it sheds, a refusal costs no argument reading and no Call
             refused = admission.refusal(self.loop, route.queued, self)
             if refused is not None:
                 self._overloaded(req, route, info, refused)
