@@ -10,7 +10,6 @@ sink's capacity is shed fast while the calls accepted keep their latency.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import socket
@@ -178,53 +177,6 @@ async def test_a_pace_measured_long_ago_refuses_no_burst(monkeypatch: pytest.Mon
         clock[0] = at
         assert control.start(call)
     assert control.refusal(loop, True, "a") is None  # 17 ahead at the new pace: far under the limit
-
-
-class _OnTimeLoop:
-    """An event loop on the test's clock that runs its timers on time: its lag is 0."""
-
-    def __init__(self, clock: list[float]) -> None:
-        self.clock = clock
-        self.timers: list[tuple[float, Any]] = []
-
-    def time(self) -> float:
-        self.timers, due = [t for t in self.timers if t[0] > self.clock[0]], \
-            [t for t in self.timers if t[0] <= self.clock[0]]
-        for when, callback in due:  # as if each had run at its time
-            now, self.clock[0] = self.clock[0], when
-            callback()
-            self.clock[0] = now
-        return self.clock[0]
-
-    def call_at(self, when: float, callback: Any, *args: Any) -> Any:
-        self.timers.append((when, functools.partial(callback, *args)))
-        return object()  # never cancelled
-
-
-def test_an_arrival_that_would_wait_past_the_target_by_an_interval_is_refused_before_the_queue_stands(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A burst is queued while its calls can expect to start within the target
-    and an interval, though the later ones wait longer than the target; a call
-    that would wait longer still would find the queue standing when its turn
-    came and be shed then, after costing the server its reading and its
-    queueing: it is refused on arrival, the queue standing yet or not."""
-    control, clock = _control(monkeypatch, AdmissionPolicy(target=0.05, interval=0.1))
-    loop: Any = _OnTimeLoop(clock)
-    first = [_Queued(loop, 0.0, "a") for _ in range(3)]
-    assert all(control.arrive(call) for call in first)
-    for at, call in zip((0.01, 0.03), first):
-        clock[0] = at
-        assert control.start(call)  # a pace of 20 ms, no call waiting past the target
-    admitted, refused = 0, None
-    while refused is None and admitted < 100:
-        refused = control.refusal(loop, True, "a")
-        if refused is None:
-            assert control.arrive(_Queued(loop, 0.03, "a"))
-            admitted += 1
-    assert admitted == 7, admitted  # up to 0.14 s ahead: queued; 8 calls ahead, 0.16 s, past 0.15 s: refused
-    assert refused is not None and ("about 0.16 s to start, over the 0.05 s target for longer than the 0.1 s "
-                                    "interval") in refused, refused
-    assert not control._codel.dropping  # not standing yet
 
 
 @pytest.mark.asyncio

@@ -46,7 +46,6 @@ cdef double _STALE_PACES = _admission.STALE_PACES
 cdef str _AGE = "queue's age"
 cdef str _EXPECTED = "expected wait"
 cdef str _STANDING = "expected wait in a standing queue"
-cdef str _PAST = "expected wait past the interval"
 cdef str _LAG = "event loop's lag"
 
 cdef tuple _A = _slot_offsets(_Admission, ("policy", "_stats", "_codel", "_lock", "_queued", "_backlog", "_probe",
@@ -150,15 +149,9 @@ cdef tuple _arrival(self, double now, double lag, connection):
     limit = _get(policy, plain_policy, _PO_LIMIT, "limit")
     if limit is not None and expected >= <double>limit:
         return _EXPECTED, expected
-    if codel is None:
-        return None
-    cdef bint plain_codel = type(codel) is _CoDel
-    cdef double target = _get(codel, plain_codel, _C_TARGET, "target")
-    if expected >= target:
-        if _lately(codel, now):
-            return _STANDING, expected
-        if expected >= target + <double>_get(codel, plain_codel, _C_INTERVAL, "interval"):
-            return _PAST, expected
+    if codel is not None and expected >= <double>_get(codel, type(codel) is _CoDel, _C_TARGET, "target") and \
+            _lately(codel, now):
+        return _STANDING, expected
     return None
 
 

@@ -35,11 +35,6 @@ and, while the queue stands and for an interval after, if that reaches the
 its threads never run dry, where refusing every arrival while the oldest
 call is old would empty it, end the shedding, and take every arrival for an
 interval until it stood again, calls that threads then shed one by one.
-An arrival that could expect to wait longer than the target and an
-interval is refused whether the queue stands yet or not: the queue would
-stand before its turn came, and the call be shed when a thread took it,
-after costing the server its reading, its queueing and a thread's
-wakeup.
 
 A request also waits before any strategy sees it: in the socket, until the
 event loop reads it.  That wait is the loop's lag (:class:`LoopLag`), which
@@ -84,7 +79,7 @@ MAX_TEXTS = 256
 """Refusal texts one admission control keeps for reuse (see :meth:`Admission._refuse`)."""
 # Per cause, the wait a refusal's text shows, in units per second (thousandths by default): an
 # expected wait only to a hundredth, so that more of a standing queue's refusals share a text.
-_SHOWN = {"expected wait": 100, "expected wait in a standing queue": 100, "expected wait past the interval": 100}
+_SHOWN = {"expected wait": 100, "expected wait in a standing queue": 100}
 
 
 def shed_exception() -> CORBA.TRANSIENT:
@@ -336,10 +331,7 @@ class Admission:
         ahead of it however long another's queue is.  It is
         refused if that reaches the limit (it would only wait to be refused
         then), or, while the queue stands and for an interval after, if that
-        reaches the target (see the module's notes); at any time if that
-        passes the target by an interval, as the queue would then stand
-        before the call's turn, and the call be shed when a thread took
-        it."""
+        reaches the target (see the module's notes)."""
         oldest = self._oldest_age(now)
         age = oldest if oldest > lag else lag
         codel = self._codel
@@ -358,11 +350,8 @@ class Admission:
         limit = self.policy.limit
         if limit is not None and expected >= limit:
             return "expected wait", expected
-        if codel is not None and expected >= codel.target:
-            if codel.lately(now):
-                return "expected wait in a standing queue", expected
-            if expected >= codel.target + codel.interval:
-                return "expected wait past the interval", expected
+        if codel is not None and expected >= codel.target and codel.lately(now):
+            return "expected wait in a standing queue", expected
         return None
 
     def _started(self, now: float) -> None:  # holds the lock
@@ -471,10 +460,6 @@ class Admission:
         if why == "expected wait":
             return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, "
                     f"the limit is {policy.limit} s")
-        if why == "expected wait past the interval":
-            return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, over the "
-                    f"{policy.target} s target for longer than the {policy.interval} s interval: the queue would "
-                    f"stand by then")
         if why == "expected wait in a standing queue":
             return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, over the "
                     f"{policy.target} s target, and the queue has stood for at least {policy.interval} s")
