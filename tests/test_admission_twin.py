@@ -24,6 +24,7 @@ from pyorb import _accelerator
 from pyorb.server import admission as module
 from pyorb.server.admission import Admission, AdmissionPolicy, LoopLag
 from pyorb.server.call.stats import Recorder
+from tests.admission_calls import QueuedCall as Queued
 
 ORIGINAL: Any = _accelerator.original("pyorb.server.admission.Admission.refusal")
 
@@ -54,21 +55,6 @@ class Loop:
 
     def call_later(self, delay: float, callback: Any, *args: Any) -> Handle:
         return Handle()
-
-
-class Queued:
-    """What admission control reads and writes of a queued call."""
-
-    def __init__(self, loop: Loop, now: float, connection: str) -> None:
-        self.channel = type("Channel", (), {"loop": loop})()
-        self.connection = connection
-        self.queued_at = now
-        self.started_at = 0.0
-        self.done = False
-        self.refused: str | None = None
-
-    def exception(self, exc: BaseException, detail: str | None = None) -> None:
-        self.done, self.refused = True, detail
 
 
 def state(control: Admission) -> tuple[Any, ...]:

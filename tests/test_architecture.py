@@ -302,7 +302,8 @@ def test_every_named_package_exists() -> None:
     rules = read_rules()
     named = [p for layer in rules.layers for p in (*layer.packages, *(layer.may_import or ()))]
     missing = [p for p in named if not (ROOT / p.replace(".", "/")).is_dir()
-               and not (ROOT / (p.replace(".", "/") + ".py")).is_file() and p != FACADE]
+               and not any((ROOT / (p.replace(".", "/") + suffix)).is_file() for suffix in (".py", ".pyx"))
+               and p != FACADE]
     assert missing == []
 
 

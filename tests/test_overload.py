@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.admission_calls import QueuedCall as _Queued
 from tests.attacks import flow_attacks as fa
 from pyorb.loadtest.openloop import capacity, offer
 from pyorb.loadtest.stats import LoadResult, read_result
@@ -64,21 +65,6 @@ def test_asking_whether_a_call_would_be_shed_decides_nothing() -> None:
         asked = codel.would_shed(sojourn, now)
         assert codel.would_shed(sojourn, now) is asked  # asking twice changes nothing
         assert codel.observe(sojourn, now) is asked is twin.observe(sojourn, now)
-
-
-class _Queued:
-    """What admission control reads and writes of a queued call."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, now: float, connection: object = None) -> None:
-        self.channel = type("Channel", (), {"loop": loop})()
-        self.connection = connection
-        self.queued_at = now
-        self.started_at = 0.0
-        self.done = False
-        self.refused: str | None = None
-
-    def exception(self, exc: BaseException, detail: str | None = None) -> None:
-        self.done, self.refused = True, detail
 
 
 @pytest.mark.asyncio
