@@ -22,8 +22,11 @@ capacity (pyorb.loadtest.openloop: calls on a fixed schedule over
 of the capacity, the same counted from ``--warmup`` seconds into the point
 (steady: the first calls of a point wait in a queue that is filling, up to
 the queue limit, and many answer after the point ends), the replied calls' p50/p99 latency, the calls refused
-TRANSIENT (shed) and how long the median one took to be refused, the calls
-that timed out, and the server's peak RSS;
+TRANSIENT (shed) and how long the median one took to be refused, how many
+of those a pyorb server shed only after it had queued them (read from its
+Prometheus endpoint: each cost it the call's arguments and a place in the
+queue, where a refusal on arrival costs neither), the calls that timed out,
+and the server's peak RSS;
 ranges are min-max over the repeats.  With ``--tree``, each pyorb server is
 also run from that copy of pyorb, just before the one from this tree (an
 A/B in one run: the machine's load changes under both alike).
@@ -55,9 +58,11 @@ import asyncio
 import json
 import math
 import os
+import socket
 import statistics
 import sys
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -105,6 +110,8 @@ class Run:
     """Replies per second from ``--warmup`` seconds into the point to its end."""
     loop_cpu: float = 0.0
     """CPU seconds of the server's main thread, its event loop, over the point (0 where threads are not listed)."""
+    shed_queued: int | None = None
+    """Of ``shed``, the calls the server shed after it had queued them (None: not a pyorb server that counts them)."""
 
 
 @dataclass
@@ -172,7 +179,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return ns
 
 
-def command(model: str, ns: argparse.Namespace, tree: str | None = None) -> list[str]:
+def command(model: str, ns: argparse.Namespace, tree: str | None = None, metrics: int | None = None) -> list[str]:
     cpu = ["--cpu", str(ns.cpu)]
     if model == "omniORBpy thread/conn":
         return [PY, "-m", "pyorb.servers.omni", "sink", *cpu]
@@ -183,14 +190,16 @@ def command(model: str, ns: argparse.Namespace, tree: str | None = None) -> list
         return [PY, "-m", "benchmarks.bare_shed_sink", *cpu, "--target", str(ns.target), *lock]
     admission = [] if ns.no_admission else ["--queue-target", str(ns.target), "--queue-interval", str(ns.interval),
                                             "--queue-limit", str(ns.limit)]
-    sink = [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission]
+    exporter = [] if metrics is None else ["--metrics", f"127.0.0.1:{metrics}"]
+    sink = [PY, "-m", "pyorb.servers.sink", "--model", model, *cpu, *admission, *exporter]
     if tree is None:
         return sink
     # -P: the working directory (this tree) is not put before PYTHONPATH.
     return ["env", f"PYTHONPATH={tree}", PY, "-P", *sink[1:]]
 
 
-async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns: argparse.Namespace) -> Run:
+async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns: argparse.Namespace,
+                metrics: str | None = None) -> Run:
     peak = [server.memory_info().rss]
 
     async def sample() -> None:
@@ -199,16 +208,45 @@ async def point(ior: str, server: psutil.Process, factor: float, cap: float, ns:
             await asyncio.sleep(0.1)
 
     sampler = asyncio.ensure_future(sample())
+    queued = None if metrics is None else await asyncio.to_thread(_shed_queued, metrics)
     cpu, loop, own, wall = _cpu(server), _loop_cpu(server), time.process_time(), time.perf_counter()
     try:
         out = await offer(ior, factor * cap, ns.seconds, ns.connections, ns.timeout, ns.warmup)
     finally:
         sampler.cancel()
     x = out.extra
+    if metrics is not None and queued is not None:
+        after = await asyncio.to_thread(_shed_queued, metrics)
+        queued = None if after is None else after - queued
     return Run(factor, x["offered"], x["sent"], out.throughput, _seconds(out.latency_ms["p50_ms"]),
                _seconds(out.latency_ms["p99_ms"]), _seconds(x["shed_p50_ms"]), x["shed"], x["timeouts"],
                x["other_errors"], max(peak) / 2**20, x["replied"], time.perf_counter() - wall, _cpu(server) - cpu,
-               time.process_time() - own, x["steady_goodput"], _loop_cpu(server) - loop)
+               time.process_time() - own, x["steady_goodput"], _loop_cpu(server) - loop, queued)
+
+
+def _free_port() -> int:
+    """A loopback port free now, for the sink's Prometheus endpoint."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _shed_queued(url: str) -> int | None:
+    """The calls the sink at ``url`` shed after it had queued them, so far (None: it does not count them)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for _ in range(50):  # the endpoint starts just after the IOR is printed
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        return None
+    counts = [sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+              if sample.name == "pyorb_strategy_shed_queued_total"]
+    return int(sum(counts)) if counts else None
 
 
 def _seconds(ms: float | None) -> float:
@@ -233,7 +271,10 @@ def _loop_cpu(process: psutil.Process) -> float:
 
 async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -> Server:
     result = Server(model if tree is None else f"{model} ({tree})")
-    process = ServerProcess(command(model, ns, tree), result.model)
+    pyorb = not model.startswith("omniORBpy") and model not in BARE_MODELS
+    port = _free_port() if pyorb else None
+    metrics = None if port is None else f"http://127.0.0.1:{port}/metrics"
+    process = ServerProcess(command(model, ns, tree, port), result.model)
     if ns.server_cpus:
         os.sched_setaffinity(0, ns.server_cpus)  # the sink inherits it, and every thread it starts
     with process as ior:
@@ -249,7 +290,7 @@ async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -
         result.served_cpu = (_cpu(server) - cpu) / max(sum(rates) * ns.capacity_seconds, 1.0)
         for factor in ns.factors:
             for _ in range(ns.repeats):
-                result.runs.append(await point(ior, server, factor, result.capacity, ns))
+                result.runs.append(await point(ior, server, factor, result.capacity, ns, metrics))
                 await asyncio.sleep(SETTLE_S)
     problem = process.problem()
     if problem:
@@ -266,8 +307,8 @@ def table(server: Server, ns: argparse.Namespace) -> Table:
         admission = f", admission target {ns.target:g} s / interval {ns.interval:g} s / limit {ns.limit:g} s"
     t = Table(title=f"{server.model}: capacity {server.capacity:.0f} calls/s{admission}; "
                     f"server CPU {1e6 * server.served_cpu:.0f} µs per served call")
-    for col in ("load", "offered /s", "goodput /s", "% of capacity", "steady % of capacity", "p50 ms", "p99 ms", "shed", "shed p50 ms",
-                "timeouts", "errors", "RSS MiB", "server CPU %", "loop CPU %", "generator CPU %", "server µs per shed call",
+    for col in ("load", "offered /s", "goodput /s", "% of capacity", "steady % of capacity", "p50 ms", "p99 ms", "shed", "shed queued",
+                "shed p50 ms", "timeouts", "errors", "RSS MiB", "server CPU %", "loop CPU %", "generator CPU %", "server µs per shed call",
                 "server CPU on replied calls %"):
         t.add_column(col, justify="right")
     for factor in ns.factors:
@@ -279,7 +320,10 @@ def table(server: Server, ns: argparse.Namespace) -> Table:
                   range_text([100 * r.goodput / server.capacity for r in runs], "{:.0f}"),
                   range_text([100 * r.steady / server.capacity for r in runs], "{:.0f}"),
                   range_text([1e3 * r.p50 for r in runs], "{:.0f}"), range_text([1e3 * r.p99 for r in runs], "{:.0f}"),
-                  range_text([r.shed for r in runs], "{:.0f}"), range_text([1e3 * r.shed_p50 for r in runs], "{:.0f}"),
+                  range_text([r.shed for r in runs], "{:.0f}"),
+                  range_text(queued, "{:.0f}") if (queued := [float(r.shed_queued) for r in runs if r.shed_queued is not None])
+                  else "–",
+                  range_text([1e3 * r.shed_p50 for r in runs], "{:.0f}"),
                   range_text([r.timeouts for r in runs], "{:.0f}"),
                   range_text([r.errors for r in runs], "{:.0f}"), range_text([r.rss_mib for r in runs], "{:.0f}"),
                   range_text([100 * r.server_cpu / r.wall for r in runs], "{:.0f}"),

@@ -526,6 +526,55 @@ async def test_a_queued_call_is_refused_at_the_queue_limit(serve: Any, clients: 
     assert registry.get_sample_value("pyorb_requests_shed_total", {"operation": "Bench::Sink.work"}) == 3
     assert registry.get_sample_value("pyorb_strategy_shed_total", {"strategy": stats.strategies[0].name}) == 3
     assert registry.get_sample_value("pyorb_queue_age_seconds", {"operation": "Bench::Sink.work"}) == 0
+    # The limit's timer answered them after they were queued.
+    assert (op.shed_queued, stats.strategies[0].shed_queued) == (3, 3)
+    assert registry.get_sample_value("pyorb_requests_shed_queued_total", {"operation": "Bench::Sink.work"}) == 3
+    assert registry.get_sample_value("pyorb_strategy_shed_queued_total",
+                                     {"strategy": stats.strategies[0].name}) == 3
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("spec", QUEUEING)
+async def test_stats_tell_calls_refused_on_arrival_from_calls_shed_after_they_were_queued(
+        serve: Any, clients: Any, spec: str) -> None:
+    from prometheus_client.core import CollectorRegistry
+
+    from pyorb.server.metrics import StatsCollector
+
+    tracker = Tracker()
+    served = serve(spec, queue_target=0.01, queue_interval=0.05)
+    ref = served.activate(SyncSink(tracker), "sink")
+    (client,) = clients(1)  # one connection: every strategy here queues its calls behind the blocked one
+    proxy = sink(client, ref)
+    blocked = asyncio.ensure_future(proxy.work(BLOCK))
+    try:
+        await wait_until(lambda: tracker.active == 1)
+        # Queued while the queue had not yet stood for an interval...
+        queued = [asyncio.ensure_future(proxy.work(1, timeout=20))]
+        await asyncio.sleep(0.1)
+        queued.append(asyncio.ensure_future(proxy.work(2, timeout=20)))
+        await asyncio.sleep(0.1)
+        # ...then refused as they arrive: the oldest call has waited past the target for an interval.
+        ok, refused = await _outcomes([asyncio.ensure_future(proxy.work(i, timeout=20)) for i in (3, 4)])
+        assert ok == [] and len(refused) == 2 and not blocked.done()
+        (op,) = served.server.stats().operations
+        assert (op.shed, op.shed_queued) == (2, 0)
+    finally:
+        tracker.release.set()
+    assert await blocked == BLOCK
+    ok, shed = await _outcomes(queued)  # the thread takes them past the target while the queue stands
+    assert ok == [] and len(shed) == 2
+    assert [t for t, _ in tracker.starts] == [BLOCK]
+    stats = served.server.stats()
+    (op,) = stats.operations
+    assert (op.shed, op.shed_queued, op.failed, op.served) == (4, 2, 4, 5)
+    assert (stats.strategies[0].shed, stats.strategies[0].shed_queued) == (4, 2)
+    registry = CollectorRegistry()
+    registry.register(StatsCollector(served.server))
+    assert registry.get_sample_value("pyorb_requests_shed_total", {"operation": "Bench::Sink.work"}) == 4
+    assert registry.get_sample_value("pyorb_requests_shed_queued_total", {"operation": "Bench::Sink.work"}) == 2
+    table = stats.table()
+    assert [c.header for c in table.columns][8:10] == ["shed", "shed queued"]
 
 
 @pytest.mark.asyncio
@@ -568,6 +617,9 @@ async def test_a_standing_queue_is_shed(serve: Any, clients: Any, spec: str) -> 
     assert ok and len(shed) >= 20, (len(ok), len(shed))
     (op,) = served.server.stats().operations
     assert op.shed == len(shed)
+    assert op.shed_queued <= op.shed
+    if spec in ("reactive", "amh"):
+        assert op.shed_queued == 0  # nothing is queued: calls run on the loop or are refused as they arrive
 
 
 @pytest.mark.asyncio

@@ -234,7 +234,7 @@ class Admission:
             if why is None:
                 self._started(now)
         if why is not None:
-            self._shed(call, waited, why)
+            self._shed(call, waited, why, queued=True)
         return why is None
 
     def overdue(self, call: Call) -> bool:
@@ -417,16 +417,17 @@ class Admission:
                 if not oldest.done:
                     late.append(oldest)
         for call in late:
-            self._shed(call, now - call.queued_at, "limit")
+            self._shed(call, now - call.queued_at, "limit", queued=True)
         if not loop.is_closed():
             self._arm(loop)
 
-    def _shed(self, call: Call, waited: float, why: str) -> None:
+    def _shed(self, call: Call, waited: float, why: str, queued: bool = False) -> None:
         call.started_at = perf_counter()  # its statistics: the time it waited, no time in servant code
-        call.exception(shed_exception(), self._refuse(waited, why))
+        call.exception(shed_exception(), self._refuse(waited, why, queued))
 
-    def _refuse(self, waited: float, why: str) -> str:
-        """Count and log one call shed; the text its client gets.
+    def _refuse(self, waited: float, why: str, queued: bool = False) -> str:
+        """Count and log one call shed (``queued``: after it was queued, not on
+        arrival); the text its client gets.
 
         The text shows the wait rounded to a hundredth or a thousandth of a
         second, so a standing queue's refusals share a few texts: each is
@@ -437,6 +438,8 @@ class Admission:
         stats = self._stats
         with stats.lock:  # the loop and dispatcher threads shed: this lock also guards the log's counts
             stats.shed += 1
+            if queued:
+                stats.shed_queued += 1
             self._unlogged += 1
             report = now - self._logged >= LOG_PERIOD
             if report:

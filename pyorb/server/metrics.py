@@ -67,6 +67,8 @@ class StatsCollector(Collector):
             "requests_dropped": ("Replies that could not be delivered (client gone, request cancelled)",
                                  lambda s: s.dropped),
             "requests_shed": ("Requests refused TRANSIENT by admission control (overload)", lambda s: s.shed),
+            "requests_shed_queued": ("Of requests_shed, those refused after they were queued (a thread took them "
+                                     "past the target, or they reached the queueing limit)", lambda s: s.shed_queued),
             "requests_expired": ("Requests not started: their deadline passed before servant code could run",
                                  lambda s: s.expired),
         }
@@ -98,9 +100,14 @@ class StatsCollector(Collector):
             yield gauge
         shed = CounterMetricFamily(f"{ns}_strategy_shed", "Requests a strategy's admission control refused",
                                    labels=["strategy"])
+        queued = CounterMetricFamily(f"{ns}_strategy_shed_queued",
+                                     "Of strategy_shed, the requests refused after they were queued",
+                                     labels=["strategy"])
         for strategy in stats.strategies:
             shed.add_metric([strategy.name], strategy.shed)
+            queued.add_metric([strategy.name], strategy.shed_queued)
         yield shed
+        yield queued
         yield GaugeMetricFamily(f"{ns}_connections", "Client connections open", value=stats.connections)
         yield CounterMetricFamily(f"{ns}_tls_handshakes_refused", "TLS handshakes refused or timed out",
                                   value=stats.tls_refused)

@@ -72,6 +72,10 @@ class RecorderSnapshot:
     expired: int = 0
     """Requests whose deadline (the client's or the server's) passed before servant code could start:
     never run, answered TIMEOUT (completed NO); counted in ``served`` and ``failed`` too."""
+    shed_queued: int = 0
+    """Of ``shed``, the calls shed after they were queued: a thread took them once they had waited past the
+    target, or they reached the queueing limit.  Each cost the server its arguments and a place in the queue;
+    the rest were refused as they arrived."""
 
 
 class Recorder:
@@ -84,13 +88,14 @@ class Recorder:
     thread; the rest are written from dispatcher threads too, so under
     ``lock`` (uncontended, it costs well under a percent of a call, and
     ``+=`` on an attribute is not atomic across threads).  ``shed`` counts
-    the calls its ``admission`` control refused; ``expired`` the calls never
+    the calls its ``admission`` control refused, ``shed_queued`` those of them
+    refused after they were queued; ``expired`` the calls never
     started because their deadline had passed when they reached a thread or
     the servant.
     """
 
     __slots__ = ("started", "served", "failed", "dropped", "rejected", "wait_total", "service_total", "waits",
-                 "services", "lock", "shed", "admission", "expired")
+                 "services", "lock", "shed", "shed_queued", "admission", "expired")
 
     def __init__(self, window: int = WINDOW) -> None:
         self.lock = threading.Lock()
@@ -108,6 +113,7 @@ class Recorder:
         self.waits: deque[float] = deque(maxlen=window)
         self.services: deque[float] = deque(maxlen=window)
         self.shed = 0
+        self.shed_queued = 0
         self.admission: Admission | None = None
         """The operation's admission control under its strategy (None: every call is queued)."""
         self.expired = 0
@@ -137,7 +143,7 @@ class Gauges:
 
 def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None) -> RecorderSnapshot:
     """One snapshot of several recorders (an operation's, or a strategy's)."""
-    started = served = failed = dropped = rejected = shed = expired = 0
+    started = served = failed = dropped = rejected = shed = shed_queued = expired = 0
     wait_total = service_total = age = 0.0
     waits: list[float] = []
     services: list[float] = []
@@ -149,6 +155,7 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
             dropped += r.dropped
             rejected += r.rejected
             shed += r.shed
+            shed_queued += r.shed_queued
             expired += r.expired
             wait_total += r.wait_total
             service_total += r.service_total
@@ -161,7 +168,7 @@ def merge(name: str, recorders: Iterable[Recorder], gauges: Gauges | None = None
         Timing.of(wait_total, served, waits),
         Timing.of(service_total, served, services),
         gauges.queued() if gauges else 0, gauges.threads() if gauges else 0, rejected,
-        _targets(gauges), shed, age, expired,
+        _targets(gauges), shed, age, expired, shed_queued,
     )
 
 
@@ -196,14 +203,15 @@ class ServerStats:
         # The name column never wraps or truncates (the numbers' headers wrap instead).
         table.add_column("", no_wrap=True, min_width=max(map(len, names), default=0))
         for col in ("served", "in flight", "queued", "threads", "failed", "dropped", "rejected", "shed",
-                    "expired", "queue age ms", "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
+                    "shed queued", "expired", "queue age ms", "wait mean ms", "wait p99 ms", "service mean ms", "service p50 ms", "service p99 ms"):
             table.add_column(col, justify="right")
         for title, rows in (("strategy", self.strategies), ("operation", self.operations)):
             for s in rows:
                 table.add_row(
                     f"{title} {s.name}", str(s.served), str(s.in_flight),
                     str(s.queued) if title == "strategy" else "", str(s.threads) if title == "strategy" else "",
-                    str(s.failed), str(s.dropped), str(s.rejected), str(s.shed), str(s.expired), _ms(s.queue_age), _ms(s.wait.mean), _ms(s.wait.p99),
+                    str(s.failed), str(s.dropped), str(s.rejected), str(s.shed), str(s.shed_queued),
+                    str(s.expired), _ms(s.queue_age), _ms(s.wait.mean), _ms(s.wait.p99),
                     _ms(s.service.mean), _ms(s.service.p50), _ms(s.service.p99),
                 )
         return table
