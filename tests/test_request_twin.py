@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import re
 import struct
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -337,8 +338,16 @@ async def settle(sides: tuple[Side, ...]) -> None:
 def hand(loop: asyncio.AbstractEventLoop, pair: list[Side], msgs: list[Any]) -> None:
     """Each side's handler is handed ``msgs``, and its calls are let settle."""
     async def run(side: Side) -> None:
-        for msg in msgs:
-            side.handler.message_received(msg)
+        # No forced switch of the interpreter lock while the messages are handed in: a pool
+        # thread must not start a call before a CancelRequest handed in after it reaches
+        # the handler on one side and not on the other.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(60.0)
+        try:
+            for msg in msgs:
+                side.handler.message_received(msg)
+        finally:
+            sys.setswitchinterval(interval)
         await settle((side,))
 
     for side in pair:
