@@ -192,6 +192,50 @@ async def test_a_standing_queue_takes_the_arrivals_that_would_wait_less_than_the
     assert not control.start(old[3])  # it waited 0.21 s itself: shed, not run late
 
 
+def test_a_queue_can_stand_an_interval_after_its_age_first_reaches_the_target() -> None:
+    codel = CoDel(target=0.05, interval=0.1)
+    assert codel.stands_by(0.0, 1.0) == pytest.approx(1.15)  # its age reaches the target in 50 ms
+    assert codel.stands_by(0.03, 1.0) == pytest.approx(1.12)
+    assert codel.stands_by(0.2, 1.0) == pytest.approx(1.1)  # past the target already
+    assert not codel.observe(0.06, 1.0)  # seen above the target: the interval runs from here
+    assert codel.stands_by(0.2, 1.05) == pytest.approx(1.1)
+    assert not codel.observe(0.01, 1.06)  # below again: it starts afresh
+    assert codel.stands_by(0.0, 1.06) == pytest.approx(1.21)
+
+
+@pytest.mark.asyncio
+async def test_a_queue_not_standing_yet_refuses_the_arrivals_a_thread_would_shed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads take a call every 20 ms while others wait, and the queue's
+    age has just reached the target: it could stand from 0.15 s on, and a
+    call that waited past the target and starts after that would be shed by
+    the thread that took it.  So an arrival expected to start then is
+    refused as it arrives; the ones a burst brings that would start before
+    are queued, however long they wait, as CoDel lets a burst through."""
+    loop = asyncio.get_running_loop()
+    control, clock = _control(monkeypatch, AdmissionPolicy(target=0.05, interval=0.1))
+    first = [_Queued(loop, 0.0, "a") for _ in range(3)]
+    assert all(control.arrive(call) for call in first)
+    for at, call in zip((0.02, 0.04), first):
+        clock[0] = at
+        assert control.start(call)  # a pace of 20 ms, each under the target
+    clock[0] = 0.05
+    assert control.arrive(_Queued(loop, 0.05, "a"))  # the oldest has waited 0.05 s: the interval starts
+    clock[0] = 0.08
+    for _ in range(2):  # 2 and 3 ahead: 0.04 and 0.06 s, starting at 0.12 and 0.14 s
+        assert control.refusal(loop, True, "a") is None
+        assert control.arrive(_Queued(loop, 0.08, "a"))
+    refused = control.refusal(loop, True, "a")  # 4 ahead: it would start at 0.16 s
+    assert refused is not None and "about 0.08 s to start, over the 0.05 s target, by when the queue would " \
+        "have stood over it for 0.1 s" in refused, refused
+    late = _Queued(loop, 0.08, "a")
+    assert not control.arrive(late) and late.refused is not None and "about 0.08 s" in late.refused
+    assert control.refusal(loop, True, "b") is None  # another connection's call: 2 turns ahead of it
+    assert control.arrive(_Queued(loop, 0.08, "b"))
+    (op_shed, op_queued) = control._stats.shed, control._stats.shed_queued
+    assert (op_shed, op_queued) == (2, 0)  # refused as they arrived, none queued first
+
+
 @pytest.mark.asyncio
 async def test_the_loops_lag_is_measured_again_as_soon_as_a_stall_is_over() -> None:
     """Once the loop has read what queued up during a stall, its lag is what a

@@ -46,6 +46,7 @@ cdef double _STALE_PACES = _admission.STALE_PACES
 cdef str _AGE = "queue's age"
 cdef str _EXPECTED = "expected wait"
 cdef str _STANDING = "expected wait in a standing queue"
+cdef str _PAST = "expected wait past the interval"
 cdef str _LAG = "event loop's lag"
 
 cdef tuple _A = _slot_offsets(_Admission, ("policy", "_stats", "_codel", "_lock", "_queued", "_backlog", "_probe",
@@ -114,6 +115,17 @@ cdef bint _lately(codel, double now) except -1:
         now - <double>_get(codel, True, _C_ENDED, "_ended") < <double>_get(codel, True, _C_INTERVAL, "interval")
 
 
+cdef double _stands_by(codel, double sojourn, double now) except? -1.0:
+    """As ``CoDel.stands_by``."""
+    if type(codel) is not _CoDel:
+        return codel.stands_by(sojourn, now)
+    first_above = _get(codel, True, _C_FIRST_ABOVE, "_first_above")
+    if first_above is not None:
+        return first_above
+    cdef double short = <double>_get(codel, True, _C_TARGET, "target") - sojourn
+    return now + (short if short > 0.0 else 0.0) + <double>_get(codel, True, _C_INTERVAL, "interval")
+
+
 cdef double _oldest(self, double now) except? -1.0:
     """As ``Admission._oldest_age`` (its lock held) when the oldest queued call is not cancelled."""
     queued = _get(self, True, _A_QUEUED, "_queued")
@@ -149,9 +161,11 @@ cdef tuple _arrival(self, double now, double lag, connection):
     limit = _get(policy, plain_policy, _PO_LIMIT, "limit")
     if limit is not None and expected >= <double>limit:
         return _EXPECTED, expected
-    if codel is not None and expected >= <double>_get(codel, type(codel) is _CoDel, _C_TARGET, "target") and \
-            _lately(codel, now):
-        return _STANDING, expected
+    if codel is not None and expected >= <double>_get(codel, type(codel) is _CoDel, _C_TARGET, "target"):
+        if _lately(codel, now):
+            return _STANDING, expected
+        if now + expected >= _stands_by(codel, age, now):
+            return _PAST, expected
     return None
 
 

@@ -35,6 +35,12 @@ and, while the queue stands and for an interval after, if that reaches the
 its threads never run dry, where refusing every arrival while the oldest
 call is old would empty it, end the shedding, and take every arrival for an
 interval until it stood again, calls that threads then shed one by one.
+A queue that is not standing yet refuses the same way the calls that would
+start only after it could have stood for an interval (:meth:`CoDel.stands_by`)
+having waited past the target: a thread would shed them as it took them, and
+they would have cost the server their arguments and a place in the queue
+for nothing.  The calls a burst brings that would start before then are
+queued, as CoDel lets a burst through.
 
 A request also waits before any strategy sees it: in the socket, until the
 event loop reads it.  That wait is the loop's lag (:class:`LoopLag`), which
@@ -79,7 +85,7 @@ MAX_TEXTS = 256
 """Refusal texts one admission control keeps for reuse (see :meth:`Admission._refuse`)."""
 # Per cause, the wait a refusal's text shows, in units per second (thousandths by default): an
 # expected wait only to a hundredth, so that more of a standing queue's refusals share a text.
-_SHOWN = {"expected wait": 100, "expected wait in a standing queue": 100}
+_SHOWN = {"expected wait": 100, "expected wait in a standing queue": 100, "expected wait past the interval": 100}
 
 
 def shed_exception() -> CORBA.TRANSIENT:
@@ -154,6 +160,15 @@ class CoDel:
         that drained by shedding, not by serving, stands again as soon as
         arrivals refill it."""
         return self.dropping or now - self._ended < self.interval
+
+    def stands_by(self, sojourn: float, now: float) -> float:
+        """The earliest time shedding can start if the queue's age, ``sojourn``
+        now, grows with the clock from here: an interval after it first reached
+        the target."""
+        if self._first_above is not None:
+            return self._first_above
+        short = self.target - sojourn
+        return now + (short if short > 0.0 else 0.0) + self.interval
 
     def would_shed(self, sojourn: float, now: float) -> bool:
         """What :meth:`observe` would answer for ``sojourn`` at ``now``, deciding nothing."""
@@ -330,8 +345,9 @@ class Admission:
         of its own connection ahead of it: a quiet connection's call has few
         ahead of it however long another's queue is.  It is
         refused if that reaches the limit (it would only wait to be refused
-        then), or, while the queue stands and for an interval after, if that
-        reaches the target (see the module's notes)."""
+        then), or if that reaches the target while the queue stands or for an
+        interval after, or when the call would start only after the queue
+        could have stood (see the module's notes)."""
         oldest = self._oldest_age(now)
         age = oldest if oldest > lag else lag
         codel = self._codel
@@ -350,8 +366,11 @@ class Admission:
         limit = self.policy.limit
         if limit is not None and expected >= limit:
             return "expected wait", expected
-        if codel is not None and expected >= codel.target and codel.lately(now):
-            return "expected wait in a standing queue", expected
+        if codel is not None and expected >= codel.target:
+            if codel.lately(now):
+                return "expected wait in a standing queue", expected
+            if now + expected >= codel.stands_by(age, now):
+                return "expected wait past the interval", expected
         return None
 
     def _started(self, now: float) -> None:  # holds the lock
@@ -463,6 +482,9 @@ class Admission:
         if why == "expected wait":
             return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, "
                     f"the limit is {policy.limit} s")
+        if why == "expected wait past the interval":
+            return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, over the "
+                    f"{policy.target} s target, by when the queue would have stood over it for {policy.interval} s")
         if why == "expected wait in a standing queue":
             return (f"the calls queued ahead of it would keep it waiting about {shown:.2f} s to start, over the "
                     f"{policy.target} s target, and the queue has stood for at least {policy.interval} s")
