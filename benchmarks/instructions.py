@@ -313,7 +313,7 @@ async def call_alone(kind: str, target: str, calls: int, in_flight: int) -> None
 
 # A refusal's last 8 bytes, read as the ping's unsigned long long: the TRANSIENT's minor code
 # (pyorb's SHED_MINOR, which bare_shed_sink sends too) and its completion status, NO (1).
-REFUSED = 0x4F4D0001 | 1 << 32
+REFUSAL_READ_AS_ANSWER = 0x4F4D0001 | 1 << 32
 
 
 async def _drive_refused(client: BareClient, calls: int, in_flight: int) -> None:
@@ -331,14 +331,14 @@ async def _drive_refused(client: BareClient, calls: int, in_flight: int) -> None
         except asyncio.TimeoutError:
             held.append(probe)  # queued: it waits with the others
             continue
-        if answer != REFUSED:
+        if answer != REFUSAL_READ_AS_ANSWER:
             raise AssertionError(f"a call to the shedding server was answered {answer:#x}, not refused")
         break
     remaining = iter(range(calls))
 
     async def worker() -> None:
         for i in remaining:
-            if (answer := await client.ping(i)) != REFUSED:
+            if (answer := await client.ping(i)) != REFUSAL_READ_AS_ANSWER:
                 raise AssertionError(f"call {i} was answered {answer:#x}, not refused")
 
     await asyncio.gather(*(worker() for _ in range(in_flight)))
