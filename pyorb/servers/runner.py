@@ -236,7 +236,7 @@ def print_stats(stats: Any, title: str) -> None:
     """Print a ``ServerStats`` snapshot to stderr as a table."""
     from rich.console import Console
 
-    console = Console(file=sys.stderr, width=160)
+    console = Console(file=sys.stderr, width=200)  # wide enough for every header of the table whole
     console.print(f"[bold]{title}[/bold] (pid {os.getpid()})")
     console.print(stats.table())
 
