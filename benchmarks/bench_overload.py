@@ -80,6 +80,11 @@ PYORB_MODELS = ("reactive", "amh", "thread_pool(4)", "thread_per_request(8)", "t
                 "locality(4)")
 OMNI_MODELS = ("omniORBpy thread/conn", "omniORBpy pool(4)")
 BARE_MODELS = ("bare thread/conn", "bare threaded")
+
+
+def is_pyorb(model: str) -> bool:
+    """A pyorb sink: neither omniORBpy's nor a bare floor (only pyorb's has admission control and metrics)."""
+    return not model.startswith("omniORBpy") and model not in BARE_MODELS
 """Floors, not ORBs (benchmarks/bare_shed_sink.py): run only when named."""
 QUICK_MODELS = ("reactive", "thread_pool(4)", "omniORBpy thread/conn")
 SETTLE_S = 0.5  # between points: what a point left queued drains or is refused
@@ -271,8 +276,7 @@ def _loop_cpu(process: psutil.Process) -> float:
 
 async def measure(model: str, ns: argparse.Namespace, tree: str | None = None) -> Server:
     result = Server(model if tree is None else f"{model} ({tree})")
-    pyorb = not model.startswith("omniORBpy") and model not in BARE_MODELS
-    port = _free_port() if pyorb else None
+    port = _free_port() if is_pyorb(model) else None
     metrics = None if port is None else f"http://127.0.0.1:{port}/metrics"
     process = ServerProcess(command(model, ns, tree, port), result.model)
     if ns.server_cpus:
@@ -350,12 +354,11 @@ def _placement(ns: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(argv)
-    console = Console(width=140)
+    console = Console(width=200)  # every header whole: rich cuts a column it cannot fit with an ellipsis
     started = time.monotonic()
     results = []
     for model in ns.models:
-        pyorb = not model.startswith("omniORBpy") and model not in BARE_MODELS
-        trees = [ns.tree, None] if ns.tree is not None and pyorb else [None]
+        trees = [ns.tree, None] if ns.tree is not None and is_pyorb(model) else [None]
         for tree in trees:
             result = uvloop.run(measure(model, ns, tree))  # the generator's own overhead: as small as it gets here
             results.append(result)

@@ -259,6 +259,7 @@ def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
                   "bare threaded: capacity"):
         assert title in done.stdout, done.stdout
     assert "admitting at most 10 calls unanswered" in " ".join(done.stdout.split()), done.stdout
+    assert "…" not in done.stdout, done.stdout  # no header or figure cut to fit the width
     servers = json.loads(out.read_text(encoding="utf-8"))
     assert [s["model"] for s in servers] == ["thread_pool(2)", "omniORBpy thread/conn", "bare threaded"]
     for server in servers:
