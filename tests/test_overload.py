@@ -166,6 +166,38 @@ async def test_a_pace_measured_long_ago_refuses_no_burst(monkeypatch: pytest.Mon
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("left", ["taken by a thread", "dropped by its strategy"])
+async def test_the_gap_after_a_queue_empties_without_a_start_is_no_pace(
+        monkeypatch: pytest.MonkeyPatch, left: str) -> None:
+    """The last calls of a backlog left the queue without starting (their
+    clients went away, or the limit answered them): the threads then idled,
+    and the gap between the start before and the next start, a second later,
+    is idle time, not the pace.  Taken for the pace it would have the next
+    burst refused call by call as if each took a second."""
+    loop = asyncio.get_running_loop()
+    control, clock = _control(monkeypatch, AdmissionPolicy(limit=0.5))
+    first = [_Queued(loop, 0.0, "a") for _ in range(3)]
+    assert all(control.arrive(call) for call in first)
+    for at, call in zip((0.05, 0.10), first):  # a pace of 50 ms, the third still queued
+        clock[0] = at
+        assert control.start(call)
+    first[2].done = True  # cancelled while it waited
+    if left == "taken by a thread":
+        clock[0] = 0.12
+        assert not control.start(first[2])
+    clock[0] = 1.2  # idle since: a burst
+    burst = [_Queued(loop, 1.2, "a") for _ in range(3)]
+    assert all(control.arrive(call) for call in burst)
+    clock[0] = 1.201
+    assert control.start(burst[0])
+    assert control.refusal(loop, True, "a") is None  # two ahead of it: no wait that the limit would reach
+    for at, call in zip((1.25, 1.30), burst[1:]):
+        clock[0] = at
+        assert control.start(call)  # the pace is measured again from starts while calls waited
+    assert control._pace == pytest.approx(0.05, abs=0.002)
+
+
+@pytest.mark.asyncio
 async def test_a_standing_queue_takes_the_arrivals_that_would_wait_less_than_the_target(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """While the queue stands, an arrival is judged by the wait it can expect

@@ -27,7 +27,9 @@ keeps goodput up at many times the capacity (docs/reliability.md).
 An arriving call is judged by the wait it can expect once threads have
 been seen taking calls while others waited: the calls ahead of it (one per
 connection with calls queued, for each of its own connection's), one
-*pace* each, the pace being the time between two starts.  It is refused at
+*pace* each, the pace being the time between two starts while calls waited
+without a break (the queue running empty ends a measurement: the gap to the
+next start holds idle time).  It is refused at
 once if that reaches the ``limit``, which it would only reach in the queue,
 having held memory and its client's time and cost a thread the refusal;
 and, while the queue stands and for an interval after, if that reaches the
@@ -207,7 +209,7 @@ class Admission:
         self._pace: float | None = None
         self._last_start = 0.0
         self._paced_at = 0.0  # when the pace was last measured
-        self._backlogged = False  # calls still waited when the last call started
+        self._backlogged = False  # calls have waited without a break since the last call started
         self._logged = float("-inf")
         self._unlogged = 0
         self._texts: dict[tuple[str, int], str] = {}  # (why, the wait as shown) -> the client's text
@@ -241,13 +243,14 @@ class Admission:
             if call not in self._queued:
                 return False  # the limit's timer took it: it is being answered TRANSIENT
             del self._queued[call]
+            backlogged = self._backlogged  # before _dequeued, which clears it if this call was the last
             self._dequeued(call)
             if call.done:
                 return False  # cancelled while it waited
             waited = now - call.queued_at
             why = self._judge(waited, now, True)
             if why is None:
-                self._started(now)
+                self._started(now, backlogged)
         if why is not None:
             self._shed(call, waited, why, queued=True)
         return why is None
@@ -373,10 +376,11 @@ class Admission:
                 return "expected wait past the interval", expected
         return None
 
-    def _started(self, now: float) -> None:  # holds the lock
+    def _started(self, now: float, backlogged: bool) -> None:  # holds the lock
         """A queued call starts at ``now``: the gap since the last start is the
-        queue's pace if calls waited all along (an idle gap says nothing of it)."""
-        if self._backlogged:
+        queue's pace if calls waited all along (``backlogged``: an idle gap says
+        nothing of it)."""
+        if backlogged:
             gap = now - self._last_start
             pace = self._pace
             if pace is None or now - self._paced_at > max(self.policy.interval, STALE_PACES * pace):
@@ -394,6 +398,12 @@ class Admission:
             backlog[call.connection] = left
         else:
             del backlog[call.connection]
+        if not self._queued:
+            # Emptied, by a start or by calls that left without one (cancelled,
+            # or shed): threads may idle before the next start, and that gap
+            # is no pace.  Taken for one, a second's idling would refuse a
+            # burst's calls as if each took a second.
+            self._backlogged = False
 
     def _loop_lag(self, loop: asyncio.AbstractEventLoop) -> float:  # event-loop thread
         probe = self._probe
