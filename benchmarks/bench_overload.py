@@ -80,14 +80,14 @@ PYORB_MODELS = ("reactive", "amh", "thread_pool(4)", "thread_per_request(8)", "t
                 "locality(4)")
 OMNI_MODELS = ("omniORBpy thread/conn", "omniORBpy pool(4)")
 BARE_MODELS = ("bare thread/conn", "bare threaded")
+"""Floors, not ORBs (benchmarks/bare_shed_sink.py): run only when named."""
+QUICK_MODELS = ("reactive", "thread_pool(4)", "omniORBpy thread/conn")
+SETTLE_S = 0.5  # between points: what a point left queued drains or is refused
 
 
 def is_pyorb(model: str) -> bool:
     """A pyorb sink: neither omniORBpy's nor a bare floor (only pyorb's has admission control and metrics)."""
     return not model.startswith("omniORBpy") and model not in BARE_MODELS
-"""Floors, not ORBs (benchmarks/bare_shed_sink.py): run only when named."""
-QUICK_MODELS = ("reactive", "thread_pool(4)", "omniORBpy thread/conn")
-SETTLE_S = 0.5  # between points: what a point left queued drains or is refused
 
 
 @dataclass
