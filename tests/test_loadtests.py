@@ -273,6 +273,24 @@ def test_the_overload_benchmark_reports_each_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.interop
+def test_an_overload_ab_offers_both_servers_the_same_rates(tmp_path: Path) -> None:
+    """With --tree the pair's second server is offered what its first was, and counted against the same
+    capacity, while each reports its own."""
+    out = tmp_path / "ab.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_overload", "--quick", "--repeats", "1",
+                           "--models", "thread_pool(2)", "--tree", str(ROOT), "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second = json.loads(out.read_text(encoding="utf-8"))
+    assert first["model"] == f"thread_pool(2) ({ROOT})" and second["model"] == "thread_pool(2)", (first, second)
+    assert first["capacity"] == first["measured_capacity"] > 0, first
+    assert second["capacity"] == first["capacity"] and second["measured_capacity"] > 0, second
+    assert [r["offered"] for r in second["runs"]] == [r["offered"] for r in first["runs"]], (first, second)
+    if second["measured_capacity"] != second["capacity"]:
+        assert "(the A/B's first server's; its own" in " ".join(done.stdout.split()), done.stdout
+
+
+@pytest.mark.interop
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a CPU for the sink and one for the generator")
 def test_the_overload_benchmark_runs_the_sink_on_the_cpus_given_and_the_generator_on_the_others(
         tmp_path: Path) -> None:
