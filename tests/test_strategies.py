@@ -577,6 +577,55 @@ async def test_stats_tell_calls_refused_on_arrival_from_calls_shed_after_they_we
     assert [c.header for c in table.columns][8:10] == ["shed", "shed queued"]
 
 
+class GatedSink(Bench__POA.Sink):  # type: ignore[misc,valid-type]
+    """Calls with a gated token hold their thread until the test opens the gate."""
+
+    def __init__(self, *gated: int) -> None:
+        self.gates = {token: threading.Event() for token in gated}
+        self.started: list[int] = []
+
+    def work(self, token: int) -> int:
+        self.started.append(token)
+        gate = self.gates.get(token)
+        if gate is not None:
+            gate.wait(10)
+        return token
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("spec", QUEUEING)
+async def test_idle_time_after_a_backlog_went_away_is_not_taken_for_the_queues_pace(serve: Any, clients: Any,
+                                                                                    spec: str) -> None:
+    # Calls started every 0.1 s while another waited; that one went away with its client; a second later
+    # a new client's calls are queued, not refused as if each would take the second the threads idled.
+    servant = GatedSink(1, 2, 3, 4)
+    served = serve(spec, queue_limit=0.5)
+    ref = served.activate(servant, "sink")
+    leaving, arriving = clients(2)
+    proxy = sink(leaving, ref)
+    backlog = [asyncio.ensure_future(proxy.work(token, timeout=20)) for token in (1, 2, 3, 5)]
+    await wait_until(lambda: servant.started == [1] and served.server.stats().strategies[0].queued == 3)
+    servant.gates[1].set()
+    await wait_until(lambda: servant.started == [1, 2])
+    await asyncio.sleep(0.1)
+    servant.gates[2].set()
+    await wait_until(lambda: servant.started == [1, 2, 3])  # a pace of 0.1 s, call 5 still queued
+    await leaving.close()  # call 5 is cancelled: it leaves the queue without starting
+    servant.gates[3].set()
+    await asyncio.gather(*backlog, return_exceptions=True)
+    await wait_until(lambda: served.server.stats().strategies[0].queued == 0)
+    await asyncio.sleep(1.0)  # the threads idle
+    proxy = sink(arriving, ref)
+    held = asyncio.ensure_future(proxy.work(4, timeout=20))
+    await wait_until(lambda: servant.started[-1:] == [4])
+    burst = [asyncio.ensure_future(proxy.work(token, timeout=20)) for token in (6, 7)]
+    await asyncio.sleep(0.1)  # both judged as they arrived
+    servant.gates[4].set()
+    ok, shed = await _outcomes(burst)
+    assert await held == 4
+    assert sorted(ok) == [6, 7] and shed == [], [str(e) for e in shed]
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("spec", QUEUEING)
 async def test_the_queue_limit_counts_the_wait_in_the_socket_while_the_loop_was_behind(serve: Any, clients: Any,
